@@ -1,0 +1,269 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	units "github.com/docker/go-units"
+)
+
+var (
+	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	pluginName   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	imageRef     = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
+	minVMMemory  = int64(2 << 30)
+	minVMDisk    = int64(10 << 30)
+	validDrivers = []string{"auto", "lima", "host"}
+)
+
+// API host ports are 7000+N for slots 1..99 (see core/slot).
+const apiPortFirst, apiPortLast = 7001, 7099
+
+// Validate checks a decoded configuration and returns every problem found.
+func Validate(c *Config) []Problem {
+	var ps []Problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+
+	// vm
+	if !dnsLabel.MatchString(c.VM.Name) {
+		add("vm.name", "%q is not a valid VM name: use lower-case letters, digits and '-', at most 63 characters", c.VM.Name)
+	}
+	if !contains(validDrivers, c.VM.Driver) {
+		add("vm.driver", "%q is not a driver; use one of %s", c.VM.Driver, strings.Join(validDrivers, ", "))
+	}
+	if c.VM.CPUs < 1 {
+		add("vm.cpus", "must be at least 1, got %d", c.VM.CPUs)
+	}
+	checkSize(add, "vm.memory", c.VM.Memory, minVMMemory)
+	checkSize(add, "vm.disk", c.VM.Disk, minVMDisk)
+
+	// network
+	bridge, bridgeOK := checkBridge(add, c.Network.BridgeCIDR)
+
+	// dns
+	if err := checkDomain(c.DNS.Zone); err != nil {
+		add("dns.zone", "%v", err)
+	}
+	dnsIPs := map[string]string{}
+	for _, x := range []struct{ path, val string }{{"dns.etcdIP", c.DNS.EtcdIP}, {"dns.serverIP", c.DNS.ServerIP}} {
+		ip, err := netip.ParseAddr(x.val)
+		if err != nil || !ip.Is4() {
+			add(x.path, "%q is not an IPv4 address", x.val)
+			continue
+		}
+		if other, dup := dnsIPs[x.val]; dup {
+			add(x.path, "%s is also %s; the etcd and the DNS server need different addresses", x.val, other)
+		}
+		dnsIPs[x.val] = x.path
+		if bridgeOK {
+			if !bridge.Contains(ip) {
+				add(x.path, "%s is outside network.bridgeCIDR %s; use an address inside it, e.g. %s", ip, bridge, octets(bridge, 255, 53))
+			} else if b := ip.As4(); b[2] >= 1 && b[2] <= 99 {
+				add(x.path, "%s is inside the MetalLB pools of cluster slot %d (%d.%d.%d.0/24); use an address in %d.%d.200.0-%d.%d.255.254", ip, b[2], b[0], b[1], b[2], b[0], b[1], b[0], b[1])
+			} else if b[2] >= 128 && b[2] <= 191 {
+				add(x.path, "%s is inside Docker's dynamic range %d.%d.128.0/18 and could be taken by a container; use an address in %d.%d.200.0-%d.%d.255.254", ip, b[0], b[1], b[0], b[1], b[0], b[1])
+			} else if b[2] == 0 && b[3] <= 1 {
+				add(x.path, "%s is the bridge's network or gateway address", ip)
+			}
+		}
+	}
+
+	// kind
+	checkVersion(add, "kind.nodeVersion", c.Kind.NodeVersion)
+	checkVersion(add, "kind.metalLBVersion", c.Kind.MetalLBVersion)
+	domains := map[string]int{}
+	for i, r := range c.Kind.CustomDNSResolvers {
+		p := fmt.Sprintf("kind.customDNSResolvers[%d]", i)
+		if err := checkDomain(r.Domain); err != nil {
+			add(p+".domain", "%v", err)
+		} else if strings.EqualFold(strings.TrimSuffix(r.Domain, "."), c.DNS.Zone) {
+			add(p+".domain", "%q is the local zone dns.zone, which marina already forwards; remove this entry", r.Domain)
+		}
+		if j, dup := domains[r.Domain]; dup {
+			add(p+".domain", "%q is already listed at kind.customDNSResolvers[%d]; merge the two entries", r.Domain, j)
+		}
+		domains[r.Domain] = i
+		if len(r.Resolvers) == 0 {
+			add(p+".resolvers", "needs at least one resolver address, e.g. [8.8.8.8]")
+		}
+		for j, addr := range r.Resolvers {
+			if !validResolver(addr) {
+				add(fmt.Sprintf("%s.resolvers[%d]", p, j), "%q is not an IP address or IP:port", addr)
+			}
+		}
+	}
+
+	// registries
+	if c.Registries.CacheStorage != "host" && c.Registries.CacheStorage != "guest" {
+		add("registries.cacheStorage", "%q is not valid; use host (cache survives destroy) or guest", c.Registries.CacheStorage)
+	}
+	names, ports := map[string]int{}, map[int]int{}
+	for i, m := range c.Registries.Mirrors {
+		p := fmt.Sprintf("registries.mirrors[%d]", i)
+		switch {
+		case m.Name == "":
+			add(p+".name", "is required, e.g. registry-myregistry")
+		case strings.ContainsAny(m.Name, ".:"):
+			add(p+".name", "%q looks like a hostname and would shadow the real registry inside the clusters; use %q", m.Name, "registry-"+sanitize(m.Name))
+		case !dnsLabel.MatchString(m.Name):
+			add(p+".name", "%q is not a valid container name: use lower-case letters, digits and '-'", m.Name)
+		}
+		if j, dup := names[m.Name]; dup && m.Name != "" {
+			add(p+".name", "%q is already used by registries.mirrors[%d]; names must be unique", m.Name, j)
+		}
+		names[m.Name] = i
+		switch {
+		case m.Port < 1 || m.Port > 65535:
+			add(p+".port", "%d is out of range 1-65535", m.Port)
+		case m.Port >= apiPortFirst && m.Port <= apiPortLast:
+			add(p+".port", "%d is reserved for cluster API servers (%d-%d); pick another port", m.Port, apiPortFirst, apiPortLast)
+		}
+		if j, dup := ports[m.Port]; dup {
+			add(p+".port", "%d is already used by registries.mirrors[%d]; ports must be unique", m.Port, j)
+		}
+		ports[m.Port] = i
+		if u, err := url.Parse(m.RemoteURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			add(p+".remoteURL", "%q is not an http(s) URL, e.g. https://quay.io", m.RemoteURL)
+		}
+		if (m.Username == "") != (m.Password == "") {
+			add(p, "username and password must be set together")
+		}
+	}
+
+	// plugins
+	for _, name := range sortedKeys(c.Plugins) {
+		pc := c.Plugins[name]
+		p := "plugins." + name
+		if !pluginName.MatchString(name) {
+			add(p, "%q is not a valid plugin name: lower-case letters, digits and '-', starting with a letter", name)
+		}
+		if pc.Version != "" {
+			if _, err := semver.NewConstraint(pc.Version); err != nil {
+				add(p+".version", "%q is not a semver constraint (e.g. 1.2.3, ^1.2, >=1.0 <2.0): %v", pc.Version, err)
+			}
+		}
+		if pc.Timeout < 0 {
+			add(p+".timeout", "must be positive, got %s", pc.Timeout)
+		}
+	}
+
+	// images
+	for _, leaf := range schema().child("images").Children {
+		img := valueAt(c, leaf).(string)
+		if img != "" && !imageRef.MatchString(img) {
+			add(leaf.Path, "%q is not an image reference like registry.example.com/repo/name:tag", img)
+		}
+	}
+	return ps
+}
+
+func checkSize(add func(string, string, ...any), path, val string, minimum int64) {
+	n, err := units.RAMInBytes(val)
+	if err != nil || val == "" {
+		add(path, "%q is not a size; write it like 10GiB or 512MiB", val)
+		return
+	}
+	if n < minimum {
+		add(path, "%s is too small; at least %s is needed", val, units.BytesSize(float64(minimum)))
+	}
+}
+
+func checkBridge(add func(string, string, ...any), val string) (netip.Prefix, bool) {
+	p, err := netip.ParsePrefix(val)
+	switch {
+	case err != nil:
+		add("network.bridgeCIDR", "%q is not a CIDR; use an IPv4 /16 such as %s", val, DefaultBridgeCIDR)
+	case !p.Addr().Is4():
+		add("network.bridgeCIDR", "%s is not IPv4; use an IPv4 /16 such as %s", val, DefaultBridgeCIDR)
+	case p.Bits() != 16:
+		add("network.bridgeCIDR", "%s is a /%d; marina needs a /16 (slots use the third octet), e.g. %s", val, p.Bits(), p.Masked().Addr().String()+"/16")
+	case p.Masked() != p:
+		add("network.bridgeCIDR", "%s has host bits set; write %s", val, p.Masked())
+	default:
+		return p, true
+	}
+	return netip.Prefix{}, false
+}
+
+func checkVersion(add func(string, string, ...any), path, val string) {
+	if !strings.HasPrefix(val, "v") {
+		add(path, "%q must look like v1.2.3", val)
+		return
+	}
+	if _, err := semver.StrictNewVersion(strings.TrimPrefix(val, "v")); err != nil {
+		add(path, "%q must look like v1.2.3", val)
+	}
+}
+
+// checkDomain accepts DNS names with at least one dot-separated label.
+func checkDomain(d string) error {
+	d = strings.TrimSuffix(d, ".")
+	if d == "" {
+		return fmt.Errorf("a DNS domain is required, e.g. %s", DefaultZone)
+	}
+	if len(d) > 253 {
+		return fmt.Errorf("%q is longer than 253 characters", d)
+	}
+	for _, label := range strings.Split(d, ".") {
+		if !dnsLabel.MatchString(label) {
+			return fmt.Errorf("%q is not a valid DNS domain (label %q: lower-case letters, digits, '-')", d, label)
+		}
+	}
+	return nil
+}
+
+func validResolver(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(s)
+	return err == nil && ap.Port() != 0
+}
+
+func sanitize(s string) string {
+	s = strings.ToLower(s)
+	return strings.Trim(strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			return r
+		}
+		return '-'
+	}, s), "-")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func octets(p netip.Prefix, c, d byte) netip.Addr {
+	b := p.Addr().As4()
+	return netip.AddrFrom4([4]byte{b[0], b[1], c, d})
+}
+
+// deriveDNS places the DNS addresses in the configured bridge when they were
+// left at their defaults.
+func deriveDNS(c *Config, sources map[string]Source) {
+	p, err := netip.ParsePrefix(c.Network.BridgeCIDR)
+	if err != nil || !p.Addr().Is4() || p.Bits() != 16 {
+		return
+	}
+	derive := func(path string, dst *string, last byte) {
+		if sources[path].Kind == FromDefault {
+			*dst = octets(p.Masked(), 255, last).String()
+			sources[path] = Source{Kind: FromDefault, Detail: "(derived: x.x.255." + strconv.Itoa(int(last)) + " of network.bridgeCIDR)"}
+		}
+	}
+	derive("dns.etcdIP", &c.DNS.EtcdIP, 52)
+	derive("dns.serverIP", &c.DNS.ServerIP, 53)
+}
