@@ -222,7 +222,7 @@ func TestValidateRules(t *testing.T) {
 		{"ipv6", func(c *Config) { c.Network.BridgeCIDR = "fd00::/16" }, "network.bridgeCIDR", "not IPv4"},
 		{"zone", func(c *Config) { c.DNS.Zone = "Demo_Internal" }, "dns.zone", "not a valid DNS domain"},
 		{"dns ip outside", func(c *Config) { c.DNS.ServerIP = "10.0.0.53" }, "dns.serverIP", "outside network.bridgeCIDR"},
-		{"dns ip in pool", func(c *Config) { c.DNS.EtcdIP = "172.30.5.9" }, "dns.etcdIP", "MetalLB pools of cluster slot 5"},
+		{"dns ip in pool", func(c *Config) { c.DNS.EtcdIP = "172.30.5.20" }, "dns.etcdIP", "MetalLB pool 172.30.5.16-172.30.5.254 of cluster slot 5"},
 		{"dns ip in docker range", func(c *Config) { c.DNS.EtcdIP = "172.30.130.9" }, "dns.etcdIP", "dynamic range"},
 		{"dns ips equal", func(c *Config) { c.DNS.ServerIP = c.DNS.EtcdIP }, "dns.serverIP", "different addresses"},
 		{"node version", func(c *Config) { c.Kind.NodeVersion = "1.37" }, "kind.nodeVersion", "v1.2.3"},

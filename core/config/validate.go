@@ -10,6 +10,8 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	units "github.com/docker/go-units"
+
+	"github.com/bcollard/marina/core/slot"
 )
 
 var (
@@ -21,8 +23,8 @@ var (
 	validDrivers = []string{"auto", "lima", "host"}
 )
 
-// API host ports are 7000+N for slots 1..99 (see core/slot).
-const apiPortFirst, apiPortLast = 7001, 7099
+// API host ports are 7000+N for every slot (see core/slot).
+const apiPortFirst, apiPortLast = slot.APIPortBase + slot.Min, slot.APIPortBase + slot.Max
 
 // Validate checks a decoded configuration and returns every problem found.
 func Validate(c *Config) []Problem {
@@ -63,15 +65,7 @@ func Validate(c *Config) []Problem {
 		}
 		dnsIPs[x.val] = x.path
 		if bridgeOK {
-			if !bridge.Contains(ip) {
-				add(x.path, "%s is outside network.bridgeCIDR %s; use an address inside it, e.g. %s", ip, bridge, octets(bridge, 255, 53))
-			} else if b := ip.As4(); b[2] >= 1 && b[2] <= 99 {
-				add(x.path, "%s is inside the MetalLB pools of cluster slot %d (%d.%d.%d.0/24); use an address in %d.%d.200.0-%d.%d.255.254", ip, b[2], b[0], b[1], b[2], b[0], b[1], b[0], b[1])
-			} else if b[2] >= 128 && b[2] <= 191 {
-				add(x.path, "%s is inside Docker's dynamic range %d.%d.128.0/18 and could be taken by a container; use an address in %d.%d.200.0-%d.%d.255.254", ip, b[0], b[1], b[0], b[1], b[0], b[1])
-			} else if b[2] == 0 && b[3] <= 1 {
-				add(x.path, "%s is the bridge's network or gateway address", ip)
-			}
+			checkDNSIP(add, x.path, ip, bridge)
 		}
 	}
 
@@ -190,6 +184,35 @@ func checkBridge(add func(string, string, ...any), val string) (netip.Prefix, bo
 		return p, true
 	}
 	return netip.Prefix{}, false
+}
+
+// checkDNSIP keeps a local DNS address inside the bridge and off every slot's
+// MetalLB pools, Docker's dynamic range and the gateway.
+func checkDNSIP(add func(string, string, ...any), path string, ip netip.Addr, bridge netip.Prefix) {
+	if !bridge.Contains(ip) {
+		add(path, "%s is outside network.bridgeCIDR %s; use an address inside it, e.g. %s", ip, bridge, octets(bridge, 255, 53))
+		return
+	}
+	if ip == octets(bridge, 0, 0) || ip == octets(bridge, 0, 1) {
+		add(path, "%s is the bridge's network or gateway address", ip)
+		return
+	}
+	if dyn, err := slot.DockerIPRange(bridge); err == nil && dyn.Contains(ip) {
+		add(path, "%s is inside Docker's dynamic range %s and could be taken by a container; use an address in %s-%s", ip, dyn, octets(bridge, 200, 0), octets(bridge, 255, 254))
+		return
+	}
+	for n := slot.Min; n <= slot.Max; n++ {
+		r, err := slot.Derive(n, bridge)
+		if err != nil {
+			return
+		}
+		for _, pool := range r.Pools {
+			if pool.Contains(ip) {
+				add(path, "%s is inside the MetalLB pool %s of cluster slot %d; use an address in %s-%s", ip, pool, n, octets(bridge, 200, 0), octets(bridge, 255, 254))
+				return
+			}
+		}
+	}
 }
 
 func checkVersion(add func(string, string, ...any), path, val string) {
