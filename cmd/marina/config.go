@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bcollard/marina/core/atomicfile"
+	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/lifecycle"
+)
+
+func newConfigCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "config",
+		Short:   "Show, check, create and edit marina's configuration",
+		GroupID: "setup",
+		Long: `marina reads ~/.marina/config.yaml (or --config, or $MARINA_CONFIG), then MARINA_*
+environment variables, then --set key=value flags; later layers win.
+See docs/config.md for every key.`,
+	}
+	cmd.AddCommand(newConfigPathCmd(a), newConfigViewCmd(a), newConfigValidateCmd(a), newConfigInitCmd(a), newConfigEditCmd(a))
+	return cmd
+}
+
+func newConfigPathCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "path",
+		Short: "Print the path of the config file marina reads",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			path, _, err := config.ResolvePath(a.global.configPath, "")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.out, path)
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(a.err, "note: %s does not exist yet; defaults apply (create it with `marina config init`)\n", path)
+			}
+			return nil
+		},
+	}
+}
+
+func newConfigViewCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "view",
+		Short: "Show the effective configuration and where each value came from",
+		Long: `Show the effective configuration. Each value is annotated with its source: default,
+file (with line), env (the MARINA_* variable) or flag (--set). Secrets are redacted.
+-o json|yaml prints a list of {key, value, source}.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			l, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			if output != "annotated" {
+				return printStructured(a.out, output, l.Entries())
+			}
+			b, err := l.AnnotatedYAML()
+			if err != nil {
+				return err
+			}
+			if l.FileExists {
+				fmt.Fprintf(a.out, "# effective configuration (file: %s)\n", l.Path)
+			} else {
+				fmt.Fprintf(a.out, "# effective configuration (no file at %s: defaults)\n", l.Path)
+			}
+			_, err = a.out.Write(b)
+			return err
+		},
+	}
+	outputFlag(cmd, &output, "annotated", "annotated", "json", "yaml")
+	return cmd
+}
+
+// validateResult is the structured output of `config validate`.
+type validateResult struct {
+	File     string           `json:"file" yaml:"file"`
+	Exists   bool             `json:"exists" yaml:"exists"`
+	Valid    bool             `json:"valid" yaml:"valid"`
+	Problems []config.Problem `json:"problems" yaml:"problems"`
+}
+
+func newConfigValidateCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Check the configuration; report every problem with its key, file and line (exit 2 if invalid)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			l, err := a.loadConfig()
+			var verr *config.ValidationError
+			if err != nil && !errors.As(err, &verr) {
+				return err
+			}
+			res := validateResult{Valid: err == nil, Problems: []config.Problem{}}
+			if l != nil {
+				res.File, res.Exists = l.Path, l.FileExists
+			}
+			if verr != nil {
+				res.Problems = verr.Problems
+				res.File = cmp.Or(verr.File, res.File)
+			}
+			if output != "text" {
+				if perr := printStructured(a.out, output, res); perr != nil {
+					return perr
+				}
+				if err != nil {
+					return &silentError{err}
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if res.Exists {
+				fmt.Fprintf(a.out, "%s is valid\n", res.File)
+			} else {
+				fmt.Fprintf(a.out, "no config file at %s; the defaults are valid\n", res.File)
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}
+
+// silentError keeps the exit status of err but is not printed again
+// (its content was already written in a structured form).
+type silentError struct{ err error }
+
+func (e *silentError) Error() string { return "" }
+func (e *silentError) Unwrap() error { return e.err }
+
+func newConfigInitCmd(a *app) *cobra.Command {
+	var force, stdout bool
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Write a commented default config file",
+		Long: `Write a config file with every key, its default and its documentation.
+An existing file is kept unless --force, which saves it as <file>.bak first.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tmpl, err := config.InitTemplate()
+			if err != nil {
+				return err
+			}
+			if stdout {
+				_, err := a.out.Write(tmpl)
+				return err
+			}
+			path, _, err := config.ResolvePath(a.global.configPath, "")
+			if err != nil {
+				return err
+			}
+			return a.withLock(cmd.Context(), func() error { return writeInitFile(a, path, tmpl, force) })
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing file (saved as <file>.bak)")
+	cmd.Flags().BoolVar(&stdout, "stdout", false, "print the template instead of writing the file")
+	return cmd
+}
+
+// writeInitFile writes the template to path, keeping or backing up an existing file.
+func writeInitFile(a *app, path string, tmpl []byte, force bool) error {
+	old, err := os.ReadFile(path)
+	switch {
+	case err == nil && !force:
+		return exitcode.NewUsage(fmt.Errorf("%s already exists; keep it, edit it with `marina config edit`, or overwrite it with --force (the old file is saved as %s.bak)", path, path))
+	case err == nil:
+		if err := atomicfile.WriteFile(path+".bak", old, 0o600); err != nil {
+			return fmt.Errorf("saving a backup of %s: %w", path, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(path, tmpl, 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.out, "wrote %s\n", path)
+	return nil
+}
+
+func newConfigEditCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "edit",
+		Short: "Edit the config file in $VISUAL or $EDITOR; it is replaced only if the result is valid",
+		Long: `Open a copy of the config file (the commented default if there is none yet) in
+$VISUAL, else $EDITOR, else vi. When the editor exits the copy is validated: a valid
+copy replaces the file atomically; an invalid one is reported, and on a terminal you
+can edit it again. The config file is never left half-edited or invalid.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path, _, err := config.ResolvePath(a.global.configPath, "")
+			if err != nil {
+				return err
+			}
+			content, err := os.ReadFile(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				if content, err = config.InitTemplate(); err != nil {
+					return err
+				}
+			} else if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return err
+			}
+			draft := path + ".edit.yaml"
+			if err := atomicfile.WriteFile(draft, content, 0o600); err != nil {
+				return err
+			}
+			interactive := lifecycle.IsTerminal(a.out)
+			for {
+				if err := runEditor(cmd, a, draft); err != nil {
+					return fmt.Errorf("%w; your draft is kept at %s", err, draft)
+				}
+				_, verr := config.Load(config.LoadOptions{Path: draft, Sets: a.global.sets})
+				if verr == nil {
+					edited, err := os.ReadFile(draft)
+					if err != nil {
+						return err
+					}
+					if err := a.withLock(cmd.Context(), func() error { return atomicfile.WriteFile(path, edited, 0o600) }); err != nil {
+						return err
+					}
+					_ = os.Remove(draft)
+					fmt.Fprintf(a.out, "saved %s\n", path)
+					return nil
+				}
+				fmt.Fprintln(a.err, verr)
+				if !interactive || !askYes(a, "Edit again? [Y/n] ") {
+					return exitcode.NewUsage(fmt.Errorf("%s was not changed; your edits are kept at %s (fix them and move the file over, or run `marina config edit` again)", path, draft))
+				}
+			}
+		},
+	}
+}
+
+func runEditor(cmd *cobra.Command, a *app, file string) error {
+	editor := cmp.Or(os.Getenv("VISUAL"), os.Getenv("EDITOR"), "vi")
+	argv := strings.Fields(editor)
+	c := exec.CommandContext(cmd.Context(), argv[0], append(argv[1:], file)...)
+	c.Stdin, c.Stdout, c.Stderr = a.in, a.out, a.err
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("editor %q failed: %w", editor, err)
+	}
+	return nil
+}
+
+func askYes(a *app, prompt string) bool {
+	fmt.Fprint(a.err, prompt)
+	line, err := bufio.NewReader(a.in).ReadString('\n')
+	if err != nil && line == "" {
+		return false
+	}
+	ans := strings.ToLower(strings.TrimSpace(line))
+	return ans == "" || ans == "y" || ans == "yes"
+}

@@ -1,0 +1,54 @@
+// Command marina brings up a Lima VM with Docker and a shared bridge, and runs
+// many kind clusters on it that are reachable from the host by IP and DNS name.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/bcollard/marina/core/exitcode"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes one marina command line and returns its exit status.
+// The first SIGINT/SIGTERM cancels the command's context (running steps stop
+// and report); a second one exits at once.
+func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintln(stderr, "marina: interrupted twice, exiting now")
+			os.Exit(exitcode.Interrupted)
+		case <-ctx.Done():
+		}
+	}()
+
+	root := newRootCmd(&streams{in: stdin, out: stdout, err: stderr})
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil && err.Error() != "" {
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+	}
+	code := exitcode.Of(err)
+	if code == exitcode.OK && ctx.Err() != nil {
+		code = exitcode.Interrupted
+	}
+	return code
+}

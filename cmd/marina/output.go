@@ -1,0 +1,57 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/bcollard/marina/core/exitcode"
+)
+
+// outputFlag adds -o/--output with the given choices to cmd.
+func outputFlag(cmd *cobra.Command, dst *string, def string, choices ...string) {
+	cmd.Flags().StringVarP(dst, "output", "o", def, fmt.Sprintf("output format: one of %v", choices))
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return choices, cobra.ShellCompDirectiveNoFileComp
+	})
+	cmd.PreRunE = chainPreRun(cmd.PreRunE, func(*cobra.Command, []string) error {
+		if !slices.Contains(choices, *dst) {
+			return exitcode.NewUsage(fmt.Errorf("--output %q is not supported; use one of %v", *dst, choices))
+		}
+		return nil
+	})
+}
+
+func chainPreRun(prev, next func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	if prev == nil {
+		return next
+	}
+	return func(c *cobra.Command, args []string) error {
+		if err := prev(c, args); err != nil {
+			return err
+		}
+		return next(c, args)
+	}
+}
+
+// printStructured writes v as indented JSON or as YAML.
+func printStructured(w io.Writer, format string, v any) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		return enc.Close()
+	}
+	return fmt.Errorf("unknown structured format %q", format)
+}
