@@ -79,3 +79,20 @@ $(STATICCHECK):
 ## clean: remove build output (caches under $(CACHE_DIR) are kept; `rm -rf` it to reclaim space)
 clean:
 	rm -rf bin/
+
+## proto: regenerate the plugin wire protocol (offline: Debian's protoc + pinned Go plugins)
+PROTOC_GEN_GO      := $(TOOLS_BIN)/protoc-gen-go
+PROTOC_GEN_GO_GRPC := $(TOOLS_BIN)/protoc-gen-go-grpc
+.PHONY: proto
+proto: $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
+	cd sdk/proto && protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --plugin=protoc-gen-go-grpc=$(PROTOC_GEN_GO_GRPC) \
+	  --go_out=. --go_opt=paths=source_relative \
+	  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
+	  marina/plugin/v1/plugin.proto
+
+$(PROTOC_GEN_GO):
+	GOBIN=$(TOOLS_BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+
+$(PROTOC_GEN_GO_GRPC):
+	GOBIN=$(TOOLS_BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
