@@ -2,11 +2,13 @@ package sdk
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -51,7 +53,16 @@ func DecodeConfig(userJSON []byte, defaults any, dst any) error {
 		return &ConfigError{Diagnostics: diags}
 	}
 	if len(bytes.TrimSpace(userJSON)) > 0 && !bytes.Equal(bytes.TrimSpace(userJSON), []byte("null")) {
-		dec := json.NewDecoder(bytes.NewReader(userJSON))
+		// Durations are written "30s" by users but time.Duration decodes
+		// from nanoseconds: rewrite them (CheckConfig has vetted them).
+		b, err := rewriteDurations(userJSON, rv.Elem().Type(), false)
+		if err != nil {
+			return &ConfigError{Diagnostics: []Diagnostic{Errorf("", "config is not valid JSON: %v", err)}}
+		}
+		// encoding/json decodes a list into the elements already there,
+		// so a user's list would inherit the defaults' items: clear them.
+		clearUserLists(b, rv.Elem())
+		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(dst); err != nil {
 			return &ConfigError{Diagnostics: []Diagnostic{jsonDiagnostic(err)}}
@@ -104,7 +115,44 @@ func CheckConfig(userJSON []byte, t reflect.Type) []Diagnostic {
 	return ds
 }
 
-var durationType = reflect.TypeOf(time.Duration(0))
+var (
+	durationType        = reflect.TypeOf(time.Duration(0))
+	jsonUnmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+	textUnmarshalerType = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+	textMarshalerType   = reflect.TypeOf((*encoding.TextMarshaler)(nil)).Elem()
+	jsonMarshalerType   = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
+)
+
+// decodesItself reports whether values of t parse their own JSON (e.g.
+// netip.Prefix from "10.0.0.0/8"), so their Go kind says nothing about it.
+func decodesItself(t reflect.Type) bool {
+	pt := reflect.PointerTo(t)
+	return pt.Implements(jsonUnmarshalerType) || pt.Implements(textUnmarshalerType)
+}
+
+// checkSelfDecoding lets a type that parses itself judge v, reporting its
+// error at path.
+func checkSelfDecoding(v any, t reflect.Type, path string, ds *[]Diagnostic) {
+	target := reflect.New(t).Interface()
+	if u, ok := target.(json.Unmarshaler); ok {
+		b, err := json.Marshal(v)
+		if err == nil {
+			err = u.UnmarshalJSON(b)
+		}
+		if err != nil {
+			*ds = append(*ds, Errorf(path, "invalid value: %v", err))
+		}
+		return
+	}
+	s, ok := v.(string)
+	if !ok {
+		*ds = append(*ds, Errorf(path, "must be a string, got %v", v))
+		return
+	}
+	if err := target.(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+		*ds = append(*ds, Errorf(path, "invalid value %q: %v", s, err))
+	}
+}
 
 func checkValue(v any, t reflect.Type, path string, ds *[]Diagnostic) {
 	for t.Kind() == reflect.Pointer {
@@ -115,6 +163,10 @@ func checkValue(v any, t reflect.Type, path string, ds *[]Diagnostic) {
 	}
 	if t.Kind() == reflect.Interface {
 		return // free-form
+	}
+	if decodesItself(t) {
+		checkSelfDecoding(v, t, path, ds)
+		return
 	}
 	switch x := v.(type) {
 	case map[string]any:
@@ -171,6 +223,114 @@ func checkValue(v any, t reflect.Type, path string, ds *[]Diagnostic) {
 			*ds = append(*ds, Errorf(path, "must be %s, got %s", kindName(t), x))
 		}
 	}
+}
+
+// rewriteDurations re-encodes JSON whose shape follows type t, turning
+// time.Duration values into nanoseconds (toString false, for decoding) or
+// into strings such as "5m0s" (toString true, for showing defaults).
+func rewriteDurations(data []byte, t reflect.Type, toString bool) ([]byte, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(walkDurations(v, t, toString))
+}
+
+func walkDurations(v any, t reflect.Type, toString bool) any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == durationType {
+		switch x := v.(type) {
+		case string:
+			if d, err := time.ParseDuration(x); err == nil && !toString {
+				return json.Number(strconv.FormatInt(int64(d), 10))
+			}
+		case json.Number:
+			if n, err := x.Int64(); err == nil && toString {
+				return time.Duration(n).String()
+			}
+		}
+		return v
+	}
+	if decodesItself(t) {
+		return v
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		switch t.Kind() {
+		case reflect.Struct:
+			fields := jsonFields(t)
+			for k, item := range x {
+				if f, ok := fields[k]; ok {
+					x[k] = walkDurations(item, f.Type, toString)
+				}
+			}
+		case reflect.Map:
+			for k, item := range x {
+				x[k] = walkDurations(item, t.Elem(), toString)
+			}
+		}
+	case []any:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for i, item := range x {
+				x[i] = walkDurations(item, t.Elem(), toString)
+			}
+		}
+	}
+	return v
+}
+
+// clearUserLists zeroes the slices of dst (a struct, after defaults) that
+// the user's JSON sets, so user lists replace default lists instead of
+// being merged into them item by item. Structs still merge field by field.
+func clearUserLists(userJSON []byte, dst reflect.Value) {
+	var v any
+	if json.Unmarshal(userJSON, &v) != nil {
+		return
+	}
+	clearLists(v, dst)
+}
+
+func clearLists(v any, dst reflect.Value) {
+	for dst.Kind() == reflect.Pointer {
+		if dst.IsNil() {
+			return
+		}
+		dst = dst.Elem()
+	}
+	obj, ok := v.(map[string]any)
+	if !ok || dst.Kind() != reflect.Struct || decodesItself(dst.Type()) {
+		return
+	}
+	fields := jsonFields(dst.Type())
+	for k, item := range obj {
+		f, ok := fields[k]
+		if !ok {
+			continue
+		}
+		fv, err := dst.FieldByIndexErr(f.Index)
+		if err != nil || !fv.CanSet() {
+			continue
+		}
+		if fv.Kind() == reflect.Slice {
+			fv.SetZero()
+			continue
+		}
+		clearLists(item, fv)
+	}
+}
+
+// configDefaultsJSON encodes a config's defaults the way users write them
+// (durations as "5m0s"), so they validate against the schema.
+func configDefaultsJSON(defaults any) ([]byte, error) {
+	b, err := json.Marshal(defaults)
+	if err != nil {
+		return nil, err
+	}
+	return rewriteDurations(b, reflect.TypeOf(defaults), true)
 }
 
 func kindName(t reflect.Type) string {
@@ -236,24 +396,32 @@ func suggestField(k string, fields map[string]reflect.StructField) string {
 	return ""
 }
 
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and transpositions of adjacent
+// characters ("nmae" for "name") each cost 1.
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
 	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
 			cost := 1
-			if a[i-1] == b[j-1] {
+			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev = cur
 	}
-	return prev[len(b)]
+	return d[len(ra)][len(rb)]
 }
 
 func joinPath(parent, key string) string {
@@ -295,6 +463,25 @@ func schemaFor(t reflect.Type, v reflect.Value) map[string]any {
 		}
 	}
 	s := map[string]any{}
+	if pt := reflect.PointerTo(t); pt.Implements(textMarshalerType) || t.Implements(textMarshalerType) {
+		// Types such as netip.Prefix are written as strings.
+		s["type"] = "string"
+		if v.IsValid() {
+			if b, err := json.Marshal(v.Interface()); err == nil {
+				s["default"] = json.RawMessage(b)
+			}
+		}
+		return s
+	}
+	if reflect.PointerTo(t).Implements(jsonMarshalerType) || t.Implements(jsonMarshalerType) {
+		// A custom JSON encoding: any JSON value, shown by its default.
+		if v.IsValid() {
+			if b, err := json.Marshal(v.Interface()); err == nil {
+				s["default"] = json.RawMessage(b)
+			}
+		}
+		return s
+	}
 	if t == durationType {
 		s["type"] = "string"
 		s["format"] = "duration"
@@ -336,7 +523,7 @@ func schemaFor(t reflect.Type, v reflect.Value) map[string]any {
 	case reflect.Float32, reflect.Float64:
 		s["type"] = "number"
 	}
-	if v.IsValid() && (t.Kind() != reflect.Slice && t.Kind() != reflect.Map || !v.IsNil()) {
+	if v.IsValid() && (t.Kind() != reflect.Slice && t.Kind() != reflect.Map && t.Kind() != reflect.Interface || !v.IsNil()) {
 		s["default"] = v.Interface()
 	}
 	return s

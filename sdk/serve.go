@@ -2,14 +2,15 @@ package sdk
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"reflect"
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
@@ -82,7 +83,7 @@ func Describe(p Plugin) (*Description, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plugin %q: config schema: %w", info.Name, err)
 		}
-		defaults, err := json.Marshal(info.Config)
+		defaults, err := configDefaultsJSON(info.Config)
 		if err != nil {
 			return nil, fmt.Errorf("plugin %q: config defaults: %w", info.Name, err)
 		}
@@ -132,7 +133,7 @@ func watchParent() {
 
 // NewLogger returns a slog logger writing JSON lines in the format go-plugin
 // hosts parse (@level, @message, @timestamp), so records keep their level.
-func NewLogger(w *os.File, level slog.Level) *slog.Logger {
+func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
@@ -222,21 +223,37 @@ func (s *Server) RunHook(req *pb.HookRequest, stream grpc.ServerStreamingServer[
 	for name, o := range req.GetDependencyOutputs() {
 		deps[name] = o.GetValues()
 	}
+	// A gRPC stream must not be sent on concurrently, and not at all once
+	// the handler has returned: hooks may report progress from goroutines.
+	var mu sync.Mutex
+	done := false
 	progress := func(msg string) {
-		_ = stream.Send(&pb.HookEvent{Event: &pb.HookEvent_Progress{Progress: &pb.Progress{Message: msg}}})
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			_ = stream.Send(&pb.HookEvent{Event: &pb.HookEvent_Progress{Progress: &pb.Progress{Message: msg}}})
+		}
 	}
+	defer func() {
+		mu.Lock()
+		done = true
+		mu.Unlock()
+	}()
 	log := s.log.With("hook", string(hook))
 	r := NewRequest(hook, envFromPB(req.GetEnv()), clusterFromPB(req.GetCluster()), deps, req.GetConfigJson(), s.info.Config, progress, log)
+	r.RunID = req.GetRunId()
 	res, herr := fn(stream.Context(), r)
 	if herr != nil {
 		if _, ok := status.FromError(herr); ok && status.Code(herr) != codes.Unknown {
 			return herr
 		}
-		if stream.Context().Err() != nil {
-			return status.Errorf(codes.Canceled, "%v (%v)", herr, stream.Context().Err())
+		if cerr := stream.Context().Err(); cerr != nil {
+			return status.Errorf(status.FromContextError(cerr).Code(), "%v (%v)", herr, cerr)
 		}
 		return status.Error(codes.Unknown, herr.Error())
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	return stream.Send(&pb.HookEvent{Event: &pb.HookEvent_Result{Result: resultToPB(res)}})
 }
 

@@ -1,0 +1,8 @@
+package plugintest
+
+// Internals the external tests use.
+var (
+	ProcessAlive = processAlive
+	StartErr     = start
+	BuildErr     = build
+)

@@ -1,0 +1,18 @@
+//go:build unix
+
+package plugintest
+
+import (
+	"errors"
+	"syscall"
+)
+
+// processAlive reports whether a process with this pid exists (signal 0
+// checks without sending anything; EPERM means it exists but is not ours).
+func processAlive(pid int) bool {
+	if pid <= 0 { // 0 and -1 would address process groups
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

@@ -1,0 +1,141 @@
+package plugintest_test
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/plugintest"
+	"github.com/bcollard/marina/sdk/plugintest/internal/exampleplugin"
+)
+
+// TestOutOfProcess runs testdata/example (the example plugin behind
+// sdk.Serve) as a real child process, the way marina runs plugins.
+func TestOutOfProcess(t *testing.T) {
+	bin := plugintest.Build(t, "./testdata/example")
+	inProc := plugintest.New(t, exampleplugin.Plugin{})
+
+	var pid int
+	t.Run("same protocol as in-process", func(t *testing.T) {
+		h := plugintest.Start(t, bin)
+		pid = h.PID()
+		if pid <= 0 || !plugintest.ProcessAlive(pid) {
+			t.Fatalf("PID = %d, alive %v; want the running plugin's", pid, plugintest.ProcessAlive(pid))
+		}
+		if got, want := h.Describe(), inProc.Describe(); !reflect.DeepEqual(got, want) {
+			t.Errorf("Describe out of process = %+v\nin process = %+v", got, want)
+		}
+		for _, hook := range []sdk.Hook{sdk.PreCluster, sdk.PostCluster} {
+			opt := plugintest.WithConfig(`{"replicas":4,"pools":[{"name":"a","addresses":"172.30.1.1-172.30.1.7"}]}`)
+			got, err := h.Run(hook, opt)
+			if err != nil {
+				t.Fatalf("%s: %v%s", hook, err, h.Stderr())
+			}
+			want, err := inProc.Run(hook, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s out of process = %+v\nin process = %+v", hook, got, want)
+			}
+			if !reflect.DeepEqual(h.Progress(), inProc.Progress()) || len(h.Progress()) == 0 {
+				t.Errorf("%s progress out of process %q, in process %q", hook, h.Progress(), inProc.Progress())
+			}
+		}
+		// The plugin's log lines arrive on stderr in go-plugin's JSON format.
+		if s := h.Stderr(); !strings.Contains(s, `"@message":"pools announced"`) || !strings.Contains(s, `"@level":"info"`) {
+			t.Errorf("stderr = %q, want the plugin's JSON log line", s)
+		}
+	})
+	requireGone(t, pid)
+
+	t.Run("idempotent", func(t *testing.T) {
+		h := plugintest.Start(t, bin)
+		h.RequireIdempotent(t, sdk.PostCluster)
+		h.RequireIdempotent(t, sdk.PreCluster, plugintest.WithConfig(`{"replicas":2}`))
+	})
+
+	t.Run("config errors", func(t *testing.T) {
+		h := plugintest.Start(t, bin)
+		ds := h.ValidateConfig(`{"replicas":"x","pools":[{"nmae":"a"}]}`)
+		want := []sdk.Diagnostic{
+			{Severity: sdk.SeverityError, Path: "pools[0].nmae", Summary: `unknown field "nmae"; did you mean "name"?`},
+			{Severity: sdk.SeverityError, Path: "replicas", Summary: `must be a whole number, got the string "x"`},
+		}
+		if !reflect.DeepEqual(ds, want) {
+			t.Errorf("ValidateConfig = %+v, want %+v", ds, want)
+		}
+	})
+
+	t.Run("failures", func(t *testing.T) {
+		h := plugintest.Start(t, bin)
+		pid = h.PID()
+		testRunErrors(t, h)
+	})
+	requireGone(t, pid)
+
+	t.Run("run by hand", func(t *testing.T) {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("running the plugin by hand: %v, want exit status 1", err)
+		}
+		if !strings.Contains(stderr.String(), "This is the marina plugin example 0.3.1 (hooks: [PreCluster PostCluster])") {
+			t.Errorf("stderr = %q, want an explanation", stderr.String())
+		}
+	})
+}
+
+func TestStartFailures(t *testing.T) {
+	notPlugin, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatalf("this test needs the true command: %v", err)
+	}
+	tests := []struct {
+		name, binary, want string
+	}{
+		{name: "not a plugin", binary: notPlugin, want: "starting plugin"},
+		{name: "missing binary", binary: t.TempDir() + "/nope", want: "starting plugin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			h, err := plugintest.StartErr(t, tt.binary)
+			if err == nil {
+				t.Fatalf("start(%s) = %+v, want an error", tt.binary, h)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.binary) {
+				t.Errorf("error %q, want it to contain %q and the binary", err, tt.want)
+			}
+			if testing.Verbose() {
+				t.Log(err)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("failing took %v", d)
+			}
+		})
+	}
+}
+
+func TestBuildFailure(t *testing.T) {
+	_, err := plugintest.BuildErr(t.TempDir(), "./testdata/does-not-exist")
+	if err == nil || !strings.Contains(err.Error(), "go build ./testdata/does-not-exist") {
+		t.Errorf("build of a missing package = %v, want a go build error naming it", err)
+	}
+}
+
+// requireGone fails if process pid (0: the subtest did not run) still exists.
+func requireGone(t *testing.T, pid int) {
+	t.Helper()
+	if pid != 0 && plugintest.ProcessAlive(pid) {
+		t.Errorf("plugin process %d is still running after its test ended", pid)
+	}
+}
