@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,6 +18,8 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/lifecycle"
+	"github.com/bcollard/marina/core/plugin"
+	"github.com/bcollard/marina/core/pluginset"
 )
 
 func newConfigCmd(a *app) *cobra.Command {
@@ -91,6 +94,7 @@ type validateResult struct {
 	Exists   bool             `json:"exists" yaml:"exists"`
 	Valid    bool             `json:"valid" yaml:"valid"`
 	Problems []config.Problem `json:"problems" yaml:"problems"`
+	Warnings []string         `json:"warnings" yaml:"warnings"`
 }
 
 func newConfigValidateCmd(a *app) *cobra.Command {
@@ -98,14 +102,28 @@ func newConfigValidateCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Check the configuration; report every problem with its key, file and line (exit 2 if invalid)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		Long: `Check the configuration: strict decoding (unknown keys, types, with file and line),
+every rule of the schema, and then the config of every enabled plugin, which each plugin
+checks against its own schema (the plugins are started for this; their binaries are
+verified against the lock file first). Exit 2 when the configuration is invalid.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := a.loadConfig()
 			var verr *config.ValidationError
 			if err != nil && !errors.As(err, &verr) {
 				return err
 			}
-			res := validateResult{Valid: err == nil, Problems: []config.Problem{}}
+			res := validateResult{Valid: err == nil, Problems: []config.Problem{}, Warnings: []string{}}
+			if err == nil {
+				// The plugins check their own config sections.
+				var warnings []string
+				warnings, err = a.validatePlugins(cmd.Context(), l)
+				res.Warnings = append(res.Warnings, warnings...)
+				res.Valid = err == nil
+				if err != nil {
+					res.Problems = append(res.Problems, config.Problem{Path: "plugins", Message: err.Error()})
+				}
+			}
 			if l != nil {
 				res.File, res.Exists = l.Path, l.FileExists
 			}
@@ -121,6 +139,9 @@ func newConfigValidateCmd(a *app) *cobra.Command {
 					return &silentError{err}
 				}
 				return nil
+			}
+			for _, w := range res.Warnings {
+				fmt.Fprintf(a.err, "Warning: %s\n", w)
 			}
 			if err != nil {
 				return err
@@ -271,4 +292,55 @@ func askYes(a *app, prompt string) bool {
 	}
 	ans := strings.ToLower(strings.TrimSpace(line))
 	return ans == "" || ans == "y" || ans == "yes"
+}
+
+// validatePlugins checks that every enabled plugin can run and that its
+// config passes the plugin's own validation. It returns warnings (e.g.
+// built-ins this build does not have yet) and the first blocking error.
+func (a *app) validatePlugins(ctx context.Context, l *config.Loaded) ([]string, error) {
+	entries, store, err := a.resolvePlugins(l)
+	if err != nil {
+		return nil, exitcode.NewUsage(err)
+	}
+	var runnable []plugin.Plugin
+	var problems []config.Problem
+	var missingBuiltins []string
+	for _, e := range entries {
+		if !e.Enabled {
+			continue
+		}
+		if e.Problem != "" {
+			if config.IsBuiltinName(e.Name) && !e.Builtin {
+				missingBuiltins = append(missingBuiltins, e.Name)
+				continue
+			}
+			problems = append(problems, config.Problem{Path: "plugins." + e.Name, Message: e.Problem})
+			continue
+		}
+		runnable = append(runnable, e.Plugin)
+	}
+	var warnings []string
+	if len(missingBuiltins) > 0 {
+		warnings = append(warnings, fmt.Sprintf("built-in plugins not in this marina build yet (they are skipped): %s", strings.Join(missingBuiltins, ", ")))
+	}
+	if len(problems) > 0 {
+		return warnings, &config.ValidationError{File: l.Path, Problems: problems}
+	}
+	if err := pluginset.Verify(store, entries); err != nil {
+		return warnings, err
+	}
+	if len(runnable) == 0 {
+		return warnings, nil
+	}
+	d := plugin.NewDispatcher(runnable, a.pluginOptions())
+	defer d.Close()
+	if err := d.Validate(ctx); err != nil {
+		var cerr *plugin.ConfigError
+		var derr *plugin.DependencyError
+		if errors.As(err, &cerr) || errors.As(err, &derr) {
+			return warnings, exitcode.NewUsage(err)
+		}
+		return warnings, err
+	}
+	return warnings, nil
 }

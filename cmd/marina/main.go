@@ -10,9 +10,16 @@ import (
 	"syscall"
 
 	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/pluginset"
 )
 
 func main() {
+	// Built-in plugins: marina re-executed as `marina plugin-server NAME`.
+	// Served before any signal handling so the plugin behaves like any
+	// third-party plugin binary (SIGTERM ends it).
+	if len(os.Args) == 3 && os.Args[1] == pluginset.ServeArg {
+		os.Exit(servePlugin(os.Args[2], os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -365,3 +365,60 @@ func TestReferenceUpToDate(t *testing.T) {
 		t.Fatal("docs/config.md is stale; run `make docs` and commit it")
 	}
 }
+
+func TestSetPluginEnabledKeepsCommentsAndValidates(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	orig := "# my lab\nvm:\n  cpus: 6 # more cores\nplugins:\n  metallb:\n    enabled: true\n"
+	if err := os.WriteFile(path, []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetPluginEnabled(path, "metallb", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetPluginEnabled(path, "acme", true); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	for _, want := range []string{"# my lab", "cpus: 6 # more cores", "metallb:\n    enabled: false", "acme:\n    enabled: true"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("edited file lacks %q:\n%s", want, got)
+		}
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
+		t.Errorf("mode changed to %v", st.Mode().Perm())
+	}
+	l, err := load(t, path)
+	if err != nil || l.Config.Plugins["metallb"].Enabled || !l.Config.Plugins["acme"].Enabled {
+		t.Fatalf("reload: %v %+v", err, l)
+	}
+
+	// A file that is already invalid is not touched.
+	bad := "vm:\n  cpu: 2\n"
+	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetPluginEnabled(path, "acme", true); err == nil || !strings.Contains(err.Error(), "was not changed") {
+		t.Fatalf("invalid file: %v", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != bad {
+		t.Fatalf("invalid file was modified:\n%s", got)
+	}
+	// A missing file is created with just the setting.
+	fresh := filepath.Join(dir, "sub", "new.yaml")
+	if err := SetPluginEnabled(fresh, "acme", true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(fresh); !strings.Contains(string(got), "acme:\n    enabled: true") {
+		t.Fatalf("new file:\n%s", got)
+	}
+	if err := SetPluginEnabled(fresh, "Bad_Name", true); err == nil {
+		t.Fatal("bad name accepted")
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".marina-config-check") {
+			t.Fatalf("temp file left behind: %s", e.Name())
+		}
+	}
+}

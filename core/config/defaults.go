@@ -72,3 +72,13 @@ func Default() *Config {
 		},
 	}
 }
+
+// IsBuiltinName reports whether name is one of the built-in plugins.
+func IsBuiltinName(name string) bool {
+	for _, b := range BuiltinPlugins {
+		if b == name {
+			return true
+		}
+	}
+	return false
+}

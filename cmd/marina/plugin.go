@@ -1,0 +1,535 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bcollard/marina/core/buildinfo"
+	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/plugin"
+	"github.com/bcollard/marina/core/pluginset"
+	"github.com/bcollard/marina/core/pluginstore"
+	"github.com/bcollard/marina/core/scaffold"
+	"github.com/bcollard/marina/sdk"
+)
+
+// openStore opens the plugin store with a describer that launches the
+// binary once through the real runtime.
+func (a *app) openStore() (*pluginstore.Store, error) {
+	root, err := pluginstore.DefaultRoot()
+	if err != nil {
+		return nil, err
+	}
+	lockPath, err := pluginstore.DefaultLockPath()
+	if err != nil {
+		return nil, err
+	}
+	return pluginstore.Open(root, lockPath, a.describeBinary), nil
+}
+
+// pluginOptions are the runtime options for plugins started by this process.
+func (a *app) pluginOptions() plugin.Options {
+	return plugin.Options{Logger: a.log, HostVersion: buildinfo.Get().Version}
+}
+
+// describeBinary starts a plugin binary, asks it to describe itself and stops it.
+func (a *app) describeBinary(ctx context.Context, path string) (*sdk.Description, error) {
+	inst, err := plugin.Start(ctx, plugin.Spec{Path: path}, a.pluginOptions())
+	if err != nil {
+		return nil, err
+	}
+	defer inst.Close()
+	return inst.Describe(ctx)
+}
+
+func newPluginCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "plugin",
+		Short:   "List, install, select and write plugins",
+		GroupID: "plugins",
+		Long: `Plugins are separate programs marina runs over gRPC at lifecycle hooks (PostUp,
+PreCluster, PostCluster, PreClusterDelete, PreDown, PreDestroy). Installed plugins live in
+~/.marina/plugins/<name>/<version>/, several versions side by side; the config selects one
+with plugins.<name>.version (a semver constraint) and ~/.marina/plugins.lock records the
+choice and the binary's sha256, checked before every launch. See docs/plugins.md.`,
+	}
+	cmd.AddCommand(newPluginListCmd(a), newPluginInfoCmd(a), newPluginInstallCmd(a), newPluginRemoveCmd(a),
+		newPluginToggleCmd(a, true), newPluginToggleCmd(a, false), newPluginVerifyCmd(a), newPluginNewCmd(a))
+	return cmd
+}
+
+// pluginRow is one line of `plugin list`.
+type pluginRow struct {
+	Name         string   `json:"name" yaml:"name"`
+	Version      string   `json:"version" yaml:"version"`
+	Source       string   `json:"source" yaml:"source"`
+	Protocol     string   `json:"protocol" yaml:"protocol"`
+	Hooks        []string `json:"hooks" yaml:"hooks"`
+	Dependencies []string `json:"dependencies" yaml:"dependencies"`
+	Status       string   `json:"status" yaml:"status"`
+	Detail       string   `json:"detail,omitempty" yaml:"detail,omitempty"`
+	SHA256       string   `json:"sha256,omitempty" yaml:"sha256,omitempty"`
+	Path         string   `json:"path,omitempty" yaml:"path,omitempty"`
+}
+
+func newPluginListCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List built-in and installed plugins with their versions, hooks and status",
+		Long: `List every built-in plugin and every installed version. STATUS is active (enabled and
+selected by the config's version constraint), installed (another version is selected, or
+the plugin is not enabled), disabled, or unavailable (enabled but cannot run; see DETAIL).
+Fast: it reads the store's manifests and starts no plugin.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			rows, err := a.pluginRows()
+			if err != nil {
+				return err
+			}
+			if output != "text" {
+				return printStructured(a.out, output, rows)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSTATUS")
+			for _, r := range rows {
+				status := r.Status
+				if r.Detail != "" {
+					status += " (" + r.Detail + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, dash(r.Version), r.Source, dash(r.Protocol),
+					dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), status)
+			}
+			return tw.Flush()
+		},
+	}
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// pluginRows joins the plugin set of the effective config with the store.
+func (a *app) pluginRows() ([]pluginRow, error) {
+	l, err := a.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	store, err := a.openStore()
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := pluginset.Resolve(l.Config, builtins(), store, self)
+	if err != nil {
+		return nil, err
+	}
+	installed, err := store.List()
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string][]pluginstore.Installed{}
+	for _, inst := range installed {
+		byName[inst.Name] = append(byName[inst.Name], inst)
+	}
+	var rows []pluginRow
+	seen := map[string]bool{}
+	for _, e := range entries {
+		seen[e.Name] = true
+		if e.Builtin {
+			r := describeRow(e.Description, "built-in", "")
+			r.Status = statusOf(e, true)
+			r.Detail = e.Problem
+			rows = append(rows, r)
+			continue
+		}
+		if len(byName[e.Name]) == 0 {
+			rows = append(rows, pluginRow{Name: e.Name, Source: "-", Status: statusOf(e, false), Detail: e.Problem, Hooks: []string{}, Dependencies: []string{}})
+			continue
+		}
+		for _, inst := range byName[e.Name] {
+			selected := e.Installed != nil && e.Installed.Version == inst.Version
+			r := installedRow(inst)
+			r.Status = statusOf(e, selected)
+			if selected || e.Installed == nil {
+				r.Detail = e.Problem
+			}
+			rows = append(rows, r)
+		}
+	}
+	for _, inst := range installed {
+		if !seen[inst.Name] {
+			r := installedRow(inst)
+			r.Status, r.Detail = "installed", "not in the config; enable it with `marina plugin enable "+inst.Name+"`"
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+func statusOf(e pluginset.Entry, selected bool) string {
+	switch {
+	case !e.Enabled:
+		return "disabled"
+	case e.Problem != "" && selected:
+		return "unavailable"
+	case e.Problem != "" && e.Installed == nil:
+		return "unavailable"
+	case selected:
+		return "active"
+	default:
+		return "installed"
+	}
+}
+
+func installedRow(inst pluginstore.Installed) pluginRow {
+	r := describeRow(inst.Description, inst.Source, inst.SHA256)
+	r.Name, r.Version, r.Path = inst.Name, inst.Version, inst.Path
+	if inst.InsecureSkipChecksum {
+		r.Source += " [checksum skipped at install]"
+	}
+	return r
+}
+
+func describeRow(d *sdk.Description, source, sum string) pluginRow {
+	r := pluginRow{Source: source, SHA256: sum, Hooks: []string{}, Dependencies: []string{}}
+	if d == nil {
+		return r
+	}
+	r.Name, r.Version, r.Protocol = d.Name, d.Version, d.Protocol
+	for _, h := range d.Hooks {
+		r.Hooks = append(r.Hooks, string(h))
+	}
+	for _, dep := range d.Dependencies {
+		s := dep.Name
+		if dep.Optional {
+			s += "?"
+		}
+		r.Dependencies = append(r.Dependencies, s)
+	}
+	return r
+}
+
+func newPluginInfoCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "info NAME[@VERSION]",
+		Short: "Show a plugin's description, hooks, timeouts and config schema with defaults",
+		Args:  cobra.ExactArgs(1),
+	}
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		d, src, err := a.findDescription(args[0])
+		if err != nil {
+			return err
+		}
+		if output != "text" {
+			return printStructured(a.out, output, struct {
+				Source      string `json:"source" yaml:"source"`
+				Description *sdk.Description
+			}{src, d})
+		}
+		fmt.Fprintf(a.out, "%s %s (protocol %s, %s)\n", d.Name, d.Version, d.Protocol, src)
+		if d.Description != "" {
+			fmt.Fprintf(a.out, "  %s\n", d.Description)
+		}
+		if d.Maintainer != "" {
+			fmt.Fprintf(a.out, "  maintainer: %s\n", d.Maintainer)
+		}
+		fmt.Fprintln(a.out, "hooks:")
+		for _, h := range d.Hooks {
+			fmt.Fprintf(a.out, "  %-17s timeout %s\n", h, d.Timeout(h))
+		}
+		if len(d.Dependencies) > 0 {
+			fmt.Fprintln(a.out, "depends on:")
+			for _, dep := range d.Dependencies {
+				opt := ""
+				if dep.Optional {
+					opt = " (optional)"
+				}
+				fmt.Fprintf(a.out, "  %s %s%s\n", dep.Name, dep.Version, opt)
+			}
+		}
+		if len(d.Capabilities) > 0 {
+			fmt.Fprintf(a.out, "capabilities: %s\n", strings.Join(d.Capabilities, ", "))
+		}
+		if len(d.Outputs) > 0 {
+			fmt.Fprintf(a.out, "outputs: %s\n", strings.Join(d.Outputs, ", "))
+		}
+		if len(d.ConfigSchema) > 0 {
+			fmt.Fprintf(a.out, "config defaults:\n  %s\nconfig schema:\n%s\n", d.ConfigDefaults, indent(string(d.ConfigSchema), "  "))
+		} else {
+			fmt.Fprintln(a.out, "config: none")
+		}
+		return nil
+	}
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}
+
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
+}
+
+// findDescription finds a built-in or installed plugin by NAME[@VERSION].
+func (a *app) findDescription(ref string) (*sdk.Description, string, error) {
+	name, version, _ := strings.Cut(ref, "@")
+	if newPlugin, ok := builtins()[name]; ok && version == "" {
+		d, err := sdk.Describe(newPlugin())
+		return d, "built-in", err
+	}
+	store, err := a.openStore()
+	if err != nil {
+		return nil, "", err
+	}
+	var inst *pluginstore.Installed
+	if version != "" {
+		inst, err = store.Get(name, version)
+	} else {
+		inst, err = store.Resolve(name, "")
+	}
+	if err != nil {
+		return nil, "", exitcode.NewUsage(err)
+	}
+	return inst.Description, inst.Source, nil
+}
+
+func newPluginInstallCmd(a *app) *cobra.Command {
+	var opts pluginstore.InstallOptions
+	cmd := &cobra.Command{
+		Use:   "install SOURCE",
+		Short: "Install a plugin from a binary, a directory, a .tar.gz, an https URL or oci://REGISTRY/REPO[:TAG]",
+		Long: `Install a plugin version into ~/.marina/plugins/<name>/<version>/. The binary is checked
+(format, platform), started once to describe itself, and refused if its protocol is one
+this marina cannot speak. https sources need --sha256 (or --insecure-skip-checksum, which
+'plugin list' then shows). Installing a version that is already installed with the same
+binary does nothing; a different binary for an installed version is refused.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			var inst *pluginstore.Installed
+			err = a.withLock(cmd.Context(), func() error {
+				if inst, err = store.Install(cmd.Context(), args[0], opts); err != nil {
+					return err
+				}
+				return a.pinSelection()
+			})
+			if err != nil {
+				return err
+			}
+			hooks := make([]string, 0, len(inst.Description.Hooks))
+			for _, h := range inst.Description.Hooks {
+				hooks = append(hooks, string(h))
+			}
+			fmt.Fprintf(a.out, "installed %s %s (protocol %s, hooks %s)\n  %s\n", inst.Name, inst.Version, inst.Description.Protocol, strings.Join(hooks, ","), inst.Path)
+			fmt.Fprintf(a.out, "enable it with `marina plugin enable %s` (select versions with plugins.%s.version in the config)\n", inst.Name, inst.Name)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Version, "version", "", "semver constraint when the source offers several versions (OCI tags)")
+	cmd.Flags().StringVar(&opts.SHA256, "sha256", "", "expected sha256 of the downloaded artifact (required for https sources)")
+	cmd.Flags().BoolVar(&opts.InsecureSkipChecksum, "insecure-skip-checksum", false, "install an https source without --sha256 (recorded and shown by 'plugin list')")
+	return cmd
+}
+
+func newPluginRemoveCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "remove NAME[@VERSION]",
+		Aliases: []string{"rm"},
+		Short:   "Remove an installed plugin version, or every version",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, version, _ := strings.Cut(args[0], "@")
+			store, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			if err := a.withLock(cmd.Context(), func() error { return store.Remove(name, version) }); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "removed %s\n", args[0])
+			return nil
+		},
+	}
+}
+
+func newPluginToggleCmd(a *app, enable bool) *cobra.Command {
+	verb := "disable"
+	if enable {
+		verb = "enable"
+	}
+	return &cobra.Command{
+		Use:   verb + " NAME",
+		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a plugin in the config file (plugins.NAME.enabled)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, _, err := config.ResolvePath(a.global.configPath, "")
+			if err != nil {
+				return err
+			}
+			return a.withLock(cmd.Context(), func() error {
+				if err := config.SetPluginEnabled(path, args[0], enable); err != nil {
+					return err
+				}
+				if err := a.pinSelection(); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.out, "%sd %s in %s\n", verb, args[0], path)
+				return nil
+			})
+		},
+	}
+}
+
+// verifyRow is one line of `plugin verify`.
+type verifyRow struct {
+	Name    string `json:"name" yaml:"name"`
+	Version string `json:"version" yaml:"version"`
+	Pinned  bool   `json:"pinned" yaml:"pinned"`
+	OK      bool   `json:"ok" yaml:"ok"`
+	Error   string `json:"error,omitempty" yaml:"error,omitempty"`
+}
+
+func newPluginVerifyCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Check every installed plugin binary against its recorded sha256 and the lock file (exit 1 on mismatch)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			store, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			results, err := store.VerifyAll()
+			if err != nil {
+				return err
+			}
+			rows := []verifyRow{}
+			bad := 0
+			for _, r := range results {
+				row := verifyRow{Name: r.Installed.Name, Version: r.Installed.Version, Pinned: r.Pinned, OK: r.Err == nil}
+				if r.Err != nil {
+					row.Error = r.Err.Error()
+					bad++
+				}
+				rows = append(rows, row)
+			}
+			if output != "text" {
+				if err := printStructured(a.out, output, rows); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range rows {
+					if r.OK {
+						fmt.Fprintf(a.out, "ok       %s %s\n", r.Name, r.Version)
+					} else {
+						fmt.Fprintf(a.out, "MODIFIED %s %s: %s\n", r.Name, r.Version, r.Error)
+					}
+				}
+				if len(rows) == 0 {
+					fmt.Fprintln(a.out, "no plugins installed")
+				}
+			}
+			if bad > 0 {
+				return &silentError{fmt.Errorf("%d plugin binaries failed verification", bad)}
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}
+
+func newPluginNewCmd(a *app) *cobra.Command {
+	var o scaffold.Options
+	cmd := &cobra.Command{
+		Use:   "new NAME",
+		Short: "Create a new plugin project that builds, tests and installs out of the box",
+		Long: `Write a Go module for a new plugin in ./marina-plugin-NAME (or --dir): main.go, a
+plugin with a PostCluster hook and a config struct, a test using the SDK's harness, a
+Makefile (build, test, install) and a README. Then: cd marina-plugin-NAME && go mod tidy &&
+make test install.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if o.Dir == "" {
+				o.Dir = "marina-plugin-" + o.Name
+			}
+			if o.SDKVersion == "" && o.SDKPath == "" {
+				if v := buildinfo.Get().Version; strings.HasPrefix(v, "v") && !strings.Contains(v, "-") {
+					o.SDKVersion = v
+				}
+			}
+			files, err := scaffold.Write(o)
+			if err != nil {
+				return exitcode.NewUsage(err)
+			}
+			fmt.Fprintf(a.out, "created %s: %s\nnext: cd %s && go mod tidy && make test install\n", o.Dir, strings.Join(files, ", "), o.Dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Dir, "dir", "", "directory to create (default ./marina-plugin-NAME)")
+	cmd.Flags().StringVar(&o.Module, "module", "", "Go module path (default example.com/marina-plugin-NAME)")
+	cmd.Flags().StringVar(&o.Description, "description", "", "one line describing the plugin")
+	cmd.Flags().StringVar(&o.SDKPath, "sdk", "", "build against a local marina checkout (adds a replace directive)")
+	cmd.Flags().StringVar(&o.SDKVersion, "sdk-version", "", "marina module version to require (default: this marina's version)")
+	return cmd
+}
+
+// servePlugin serves one of marina's built-in plugins as a separate process
+// (the path third-party plugins take). It returns only on a bad name.
+func servePlugin(name string, stderr io.Writer) int {
+	newPlugin, ok := builtins()[name]
+	if !ok {
+		fmt.Fprintf(stderr, "marina: no built-in plugin %q\n", name)
+		return exitcode.Usage
+	}
+	sdk.Serve(newPlugin())
+	return exitcode.OK
+}
+
+// resolvePlugins returns the plugin set of the effective config.
+func (a *app) resolvePlugins(l *config.Loaded) ([]pluginset.Entry, *pluginstore.Store, error) {
+	store, err := a.openStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	entries, err := pluginset.Resolve(l.Config, builtins(), store, self)
+	return entries, store, err
+}
+
+// pinSelection records the versions the config selects in the lock file.
+func (a *app) pinSelection() error {
+	l, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	entries, store, err := a.resolvePlugins(l)
+	if err != nil {
+		return err
+	}
+	return pluginset.Pin(store, entries)
+}

@@ -1,0 +1,424 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bcollard/marina/sdk"
+)
+
+// Plugin is one configured plugin, as the dispatcher runs it.
+type Plugin struct {
+	// Spec says how to launch it.
+	Spec Spec
+	// Config is the plugin's config section as JSON (nil: none).
+	Config []byte
+	// Timeout overrides the plugin's declared deadline for every hook
+	// (0: the plugin's default per hook).
+	Timeout time.Duration
+	// Description is the plugin's cached description (the store keeps one
+	// per binary digest), if known. It lets the dispatcher check
+	// dependencies and pick the plugins of a hook without starting any
+	// process; the plugin's own Describe is still checked when it starts.
+	Description *sdk.Description
+}
+
+// Dispatcher runs hooks across the configured plugins: in dependency
+// order, independent plugins concurrently, starting a plugin only when a
+// hook it implements runs (or when its description or config check is
+// needed). Outputs accumulate across the RunHook calls of one Dispatcher.
+// Its methods are safe for concurrent use; call Close when done.
+type Dispatcher struct {
+	opts    Options
+	names   []string
+	entries map[string]*entry
+	err     error // configuration error (duplicate names)
+
+	mu      sync.Mutex
+	outputs map[string]map[string]string
+	closed  bool
+}
+
+type entry struct {
+	p Plugin
+
+	mu   sync.Mutex // held while starting
+	inst *Instance
+	err  error
+}
+
+// NewDispatcher returns a Dispatcher for plugins (in config order). No
+// plugin is started yet.
+func NewDispatcher(plugins []Plugin, opts Options) *Dispatcher {
+	d := &Dispatcher{opts: opts.withDefaults(), entries: map[string]*entry{}, outputs: map[string]map[string]string{}}
+	for _, p := range plugins {
+		if _, dup := d.entries[p.Spec.Name]; dup {
+			d.err = errors.Join(d.err, fmt.Errorf("plugin %s is configured twice: keep one entry", p.Spec.Name))
+			continue
+		}
+		d.names = append(d.names, p.Spec.Name)
+		d.entries[p.Spec.Name] = &entry{p: p}
+	}
+	return d
+}
+
+// instance returns the plugin's running instance, starting it if needed.
+// A start failure is remembered (a cancelled start is retried).
+func (d *Dispatcher) instance(ctx context.Context, name string) (*Instance, error) {
+	e := d.entries[name]
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inst != nil || e.err != nil {
+		return e.inst, e.err
+	}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("plugin %s: the dispatcher is closed", name)
+	}
+	inst, err := Start(ctx, e.p.Spec, d.opts)
+	if err != nil {
+		var pe *Error
+		if errors.As(err, &pe) && pe.Kind == KindCancelled {
+			return nil, err
+		}
+		e.err = err
+		return nil, err
+	}
+	e.inst = inst
+	return inst, nil
+}
+
+// Describe returns every plugin's description: the cached one when
+// given, else from the plugin (started, concurrently).
+func (d *Dispatcher) Describe(ctx context.Context) (map[string]*sdk.Description, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	out := map[string]*sdk.Description{}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, n := range d.names {
+		if desc := d.entries[n].p.Description; desc != nil {
+			mu.Lock()
+			out[n] = desc
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var desc *sdk.Description
+			inst, err := d.instance(ctx, n)
+			if err == nil {
+				desc, err = inst.Describe(ctx)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			out[n] = desc
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errors.Join(d.sorted(errs)...)
+	}
+	return out, nil
+}
+
+// describeAndCheck returns the descriptions after checking the dependency
+// graph.
+func (d *Dispatcher) describeAndCheck(ctx context.Context) (map[string]*sdk.Description, error) {
+	descs, err := d.Describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if errs := checkGraph(d.names, descs); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return descs, nil
+}
+
+// Validate checks, before anything changes: the dependency graph (a
+// missing required dependency, a version mismatch or a cycle is an error,
+// found without starting any plugin whose description is cached), then
+// every plugin's config, concurrently, by the plugin itself. All problems
+// are returned together (errors.Join of *DependencyError, *ConfigError and
+// *Error); config warnings are logged.
+func (d *Dispatcher) Validate(ctx context.Context) error {
+	if _, err := d.describeAndCheck(ctx); err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, n := range d.names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inst, err := d.instance(ctx, n)
+			var diags []sdk.Diagnostic
+			if err == nil {
+				diags, err = inst.ValidateConfig(ctx, d.entries[n].p.Config)
+			}
+			var problems []sdk.Diagnostic
+			for _, dg := range diags {
+				if dg.Severity == sdk.SeverityWarning {
+					d.opts.Logger.Warn("plugin config: "+dg.Summary, "plugin", n, "field", dg.Path)
+					continue
+				}
+				problems = append(problems, dg)
+			}
+			if len(problems) > 0 {
+				err = errors.Join(err, &ConfigError{Plugin: n, Diagnostics: problems})
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(d.sorted(errs)...)
+}
+
+// sorted orders errors by plugin in config order, for stable messages.
+func (d *Dispatcher) sorted(errs []error) []error {
+	rank := func(err error) int {
+		var pe *Error
+		var ce *ConfigError
+		name := ""
+		switch {
+		case errors.As(err, &pe):
+			name = pe.Plugin
+		case errors.As(err, &ce):
+			name = ce.Plugin
+		}
+		for i, n := range d.names {
+			if n == name {
+				return i
+			}
+		}
+		return len(d.names)
+	}
+	out := append([]error(nil), errs...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && rank(out[j]) < rank(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// RunHook runs hook on every plugin that implements it. The dependency
+// graph is checked first (nothing runs if it is broken). A plugin runs
+// after the plugins it depends on (transitively, among those running this
+// hook); plugins with no dependency relation run concurrently, and are
+// started in parallel as soon as RunHook begins. Each plugin gets base
+// with its own config, and in Deps the outputs its direct dependencies
+// published so far (in this or earlier hooks of this Dispatcher).
+//
+// On the first failure the other calls are cancelled, plugins not yet
+// started are not run, and the error lists every plugin that failed
+// (errors.Join of *Error); plugins cancelled only because another failed
+// are not listed. The results of the plugins that succeeded are returned
+// either way. onProgress (may be nil) is called concurrently.
+func (d *Dispatcher) RunHook(ctx context.Context, hook sdk.Hook, base sdk.HookCall, onProgress func(plugin, msg string)) (map[string]*sdk.Result, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	descs, err := d.describeAndCheck(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var participants []string
+	for _, n := range d.names {
+		if descs[n].Has(hook) {
+			participants = append(participants, n)
+		}
+	}
+	wait := predecessors(participants, descs)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := map[string]chan struct{}{}
+	for _, n := range participants {
+		done[n] = make(chan struct{})
+	}
+	var (
+		mu      sync.Mutex
+		results = map[string]*sdk.Result{}
+		failed  = map[string]bool{}
+		errs    []error
+	)
+	record := func(n string, inst *Instance, err error) {
+		var pe *Error
+		cancelled := errors.As(err, &pe) && pe.Kind == KindCancelled
+		if cancelled && inst != nil {
+			d.retire(n, inst)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		failed[n] = true
+		// A plugin cancelled because another one failed is not a failure
+		// of its own; one cancelled by the caller is.
+		if cancelled && runCtx.Err() != nil && ctx.Err() == nil {
+			return
+		}
+		errs = append(errs, err)
+		cancel()
+	}
+	var wg sync.WaitGroup
+	for _, n := range participants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(done[n])
+			inst, err := d.instance(runCtx, n)
+			if err != nil {
+				record(n, nil, err)
+				return
+			}
+			if f := inst.failure(); f != nil {
+				record(n, inst, f) // failed in an earlier hook: never called again
+				return
+			}
+			for _, q := range wait[n] {
+				select {
+				case <-done[q]:
+				case <-runCtx.Done():
+				}
+			}
+			mu.Lock()
+			skip := runCtx.Err() != nil
+			for _, q := range wait[n] {
+				skip = skip || failed[q]
+			}
+			mu.Unlock()
+			if skip {
+				return
+			}
+			call := base
+			call.Hook = hook
+			call.ConfigJSON = d.entries[n].p.Config
+			call.Deps = d.depOutputs(n, descs)
+			var progress func(string)
+			if onProgress != nil {
+				progress = func(msg string) { onProgress(n, msg) }
+			}
+			res, err := inst.RunHook(runCtx, call, d.entries[n].p.Timeout, progress)
+			if err != nil {
+				record(n, inst, err)
+				return
+			}
+			d.publish(n, res.Outputs)
+			mu.Lock()
+			results[n] = res
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return results, errors.Join(d.sorted(errs)...)
+}
+
+// retire forgets a plugin instance that was stopped by a cancellation:
+// cancellation is not the plugin's fault, so a later hook (a cleanup hook
+// after a failed step, say) starts it afresh. A plugin that crashed, hung
+// or panicked stays failed for the life of the Dispatcher.
+func (d *Dispatcher) retire(n string, inst *Instance) {
+	e := d.entries[n]
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inst == inst {
+		e.inst = nil
+	}
+}
+
+// depOutputs returns the outputs published so far by n's direct
+// dependencies.
+func (d *Dispatcher) depOutputs(n string, descs map[string]*sdk.Description) map[string]map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]map[string]string{}
+	for _, dep := range descs[n].Dependencies {
+		if o, ok := d.outputs[dep.Name]; ok {
+			cp := make(map[string]string, len(o))
+			for k, v := range o {
+				cp[k] = v
+			}
+			out[dep.Name] = cp
+		}
+	}
+	return out
+}
+
+// publish records n's outputs (a later hook's value for a key replaces the
+// earlier one).
+func (d *Dispatcher) publish(n string, outputs map[string]string) {
+	if len(outputs) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.outputs[n] == nil {
+		d.outputs[n] = map[string]string{}
+	}
+	for k, v := range outputs {
+		d.outputs[n][k] = v
+	}
+}
+
+// Outputs returns a copy of every output published so far, by plugin.
+func (d *Dispatcher) Outputs() map[string]map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]map[string]string{}
+	for n, o := range d.outputs {
+		cp := make(map[string]string, len(o))
+		for k, v := range o {
+			cp[k] = v
+		}
+		out[n] = cp
+	}
+	return out
+}
+
+// Close stops every started plugin, concurrently, and waits for them (see
+// Instance.Close). Plugins are not started again afterwards.
+func (d *Dispatcher) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, n := range d.names {
+		e := d.entries[n]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.mu.Lock()
+			inst := e.inst
+			e.mu.Unlock()
+			if inst == nil {
+				return
+			}
+			if err := inst.Close(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(d.sorted(errs)...)
+}
