@@ -34,9 +34,11 @@ func (a *app) openStore() (*pluginstore.Store, error) {
 	return pluginstore.Open(root, lockPath, a.describeBinary), nil
 }
 
-// pluginOptions are the runtime options for plugins started by this process.
+// pluginOptions are the runtime options for plugins started by this process:
+// plugin records go to marina's logger at the chosen level, and every raw
+// line to the run's log file under ~/.marina/logs.
 func (a *app) pluginOptions() plugin.Options {
-	return plugin.Options{Logger: a.log, HostVersion: buildinfo.Get().Version}
+	return plugin.Options{Logger: a.log, LogFile: a.runLog.writer(a.err), HostVersion: buildinfo.Get().Version}
 }
 
 // describeBinary starts a plugin binary, asks it to describe itself and stops it.

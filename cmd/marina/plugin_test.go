@@ -43,6 +43,11 @@ func TestPluginLifecycle(t *testing.T) {
 			t.Fatalf("install %s: %d\n%s\n%s", v, r.code, r.stdout, r.stderr)
 		}
 	}
+	// Starting the plugin to describe it wrote its raw stderr to the run's log file.
+	logs, _ := filepath.Glob(filepath.Join(home, ".marina", "logs", "*.log"))
+	if len(logs) == 0 {
+		t.Fatal("no per-run plugin log file under ~/.marina/logs")
+	}
 	// Installing the same build again changes nothing.
 	if r := marina(t, home, nil, "plugin", "install", bins["1.0.0"]); r.code != 0 {
 		t.Fatalf("reinstall: %d %s", r.code, r.stderr)
@@ -164,4 +169,19 @@ func readLock(t *testing.T, home string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestRunLogPruning(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 25; i++ {
+		name := filepath.Join(dir, "20260101T0000"+string(rune('a'+i))+"Z-1.log")
+		if err := os.WriteFile(name, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pruneRunLogs(dir, 19)
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 19 || entries[0].Name() != "20260101T0000gZ-1.log" {
+		t.Fatalf("kept %d, first %s", len(entries), entries[0].Name())
+	}
 }

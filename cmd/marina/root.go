@@ -31,6 +31,7 @@ type app struct {
 	*streams
 	global globalOptions
 	log    *slog.Logger
+	runLog runLog
 }
 
 // loadConfig reads and validates the effective configuration, printing
@@ -66,6 +67,7 @@ Exit status: 0 ok, 1 failure, 2 usage or configuration error, 130 interrupted.`,
 			a.log = slog.New(slog.NewTextHandler(a.err, &slog.HandlerOptions{Level: level}))
 			return nil
 		},
+		PersistentPostRun: func(*cobra.Command, []string) { a.runLog.close() },
 	}
 	root.SetIn(s.in)
 	root.SetOut(s.out)
