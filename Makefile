@@ -35,6 +35,11 @@ install:
 test:
 	$(GO) test -race -count=1 ./...
 
+## test-images: build the tier-2 test images (needs docker: test/ci/docker.sh as root)
+.PHONY: test-images
+test-images:
+	bash test/images/build.sh
+
 ## test-short: quick loop while editing
 test-short:
 	$(GO) test -count=1 ./...

@@ -309,10 +309,6 @@ func TestConfigSchema(t *testing.T) {
 		t.Errorf("root = %v %v %v", s["$schema"], s["type"], s["additionalProperties"])
 	}
 	props := get("properties")
-	var names []string
-	for k := range props {
-		names = append(names, k)
-	}
 	want := []string{"NoTag", "enabled", "extra", "image", "labels", "nested", "net", "pools", "ratio", "replicas", "timeouts", "wait"}
 	if !reflect.DeepEqual(sortedKeys(props), want) {
 		t.Errorf("properties = %v, want %v", sortedKeys(props), want)

@@ -176,20 +176,6 @@ func assertNoLeftovers(t *testing.T, root string) {
 	}
 }
 
-func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
-	t.Helper()
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, data, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func sha(t *testing.T, path string) string {
 	t.Helper()
 	sum, err := hashFile(path)

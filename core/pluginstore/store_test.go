@@ -531,6 +531,9 @@ func TestConcurrentInstallsOfTheSamePlugin(t *testing.T) {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
 	results2, err := s.VerifyAll()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range results2 {
 		if r.Err != nil {
 			t.Fatal(r.Err)
