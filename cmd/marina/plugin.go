@@ -130,15 +130,7 @@ func (a *app) pluginRows() ([]pluginRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := a.openStore()
-	if err != nil {
-		return nil, err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	entries, err := pluginset.Resolve(l.Config, builtins(), store, self)
+	entries, store, err := a.resolvePlugins(l)
 	if err != nil {
 		return nil, err
 	}
