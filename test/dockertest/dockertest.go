@@ -256,6 +256,33 @@ func WaitFor(t testing.TB, timeout, interval time.Duration, what string, check f
 	}
 }
 
+// Labels returns the labels this package puts on every object it creates for
+// t; give them to objects a test creates through another client so that a
+// crashed test's leftovers are reaped too.
+func Labels(t testing.TB) map[string]string {
+	return map[string]string{
+		LabelTest: "1",
+		LabelPID:  strconv.Itoa(os.Getpid()),
+		LabelName: t.Name(),
+	}
+}
+
+// Cleanup removes, when the test ends, the containers and volumes a test
+// created through another client than this package (e.g. the plugin under
+// test). Containers go first (with their anonymous volumes), then volumes.
+// Names that do not exist are fine.
+func Cleanup(t testing.TB, containers, volumes []string) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, c := range containers {
+			remove(t, "container", "rm", "-f", "-v", c)
+		}
+		for _, v := range volumes {
+			remove(t, "volume", "rm", "-f", v)
+		}
+	})
+}
+
 // labelArgs are the --label flags of every object created for t.
 func labelArgs(t testing.TB) []string {
 	return []string{

@@ -44,6 +44,18 @@ func reapStale() {
 				dead = append(dead, f[0])
 			}
 		}
+		if len(dead) > 0 && k.inspect == "network" {
+			// Containers a test created through another client (the plugin
+			// under test, say) carry no test labels but sit on the test's
+			// network: remove them so the network can go.
+			for _, id := range dead {
+				attached, err := docker(ctx, "network", "inspect", "--format",
+					`{{range $id, $c := .Containers}}{{$id}} {{end}}`, id)
+				if err == nil && strings.TrimSpace(attached) != "" {
+					_, _ = docker(ctx, append([]string{"container", "rm", "-f", "-v"}, strings.Fields(attached)...)...)
+				}
+			}
+		}
 		if len(dead) > 0 {
 			_, _ = docker(ctx, append(k.rm, dead...)...)
 		}

@@ -1,0 +1,220 @@
+package container_test
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/bcollard/marina/sdk/container"
+	"github.com/bcollard/marina/test/dockertest"
+)
+
+// subnet is this package's test network; other packages use other subnets.
+const subnet = "172.27.0.0/16"
+
+func uniqueName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+func connect(t *testing.T, opts ...container.Option) *container.Client {
+	t.Helper()
+	dockertest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := container.Connect(ctx, os.Getenv("DOCKER_HOST"), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// readFile reads path out of container id through the archive API.
+func readFile(t *testing.T, c *container.Client, id, path string) (*tar.Header, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.API().CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
+	if err != nil {
+		t.Fatalf("copy %s out of %.12s: %v", path, id, err)
+	}
+	defer res.Content.Close()
+	tr := tar.NewReader(res.Content)
+	hdr, err := tr.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hdr, string(b)
+}
+
+// TestEnsureConverges drives one container through every path of Ensure
+// against the real engine: create (with a static IP and a 0600 file), re-run
+// with nothing changed (same id), stopped (started, same id), spec changed
+// (recreated, new id, new file content), and removal.
+func TestEnsureConverges(t *testing.T) {
+	img := dockertest.Image(t, "etcd")
+	n := dockertest.Network(t, subnet)
+	c := connect(t, container.WithHashKey([]byte("test-key")))
+	name := uniqueName("marina-ct")
+	dockertest.Cleanup(t, []string{name}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	spec := container.Spec{
+		Name:    name,
+		Image:   img,
+		Cmd:     []string{"--listen-client-urls", "http://0.0.0.0:2379", "--advertise-client-urls", "http://172.27.0.10:2379", "--data-dir", "/data", "--unsafe-no-fsync"},
+		Labels:  dockertest.Labels(t),
+		Network: n.Name,
+		IP:      "172.27.0.10",
+		Files:   []container.File{{Path: "/etc/marina/secret.yml", Content: []byte("password: one\n"), Mode: 0o600}},
+	}
+	first, err := c.Ensure(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Action != container.Created || first.ID == "" {
+		t.Fatalf("first Ensure = %+v, want created", first)
+	}
+	st, err := c.Get(ctx, name)
+	if err != nil || st == nil {
+		t.Fatalf("Get after create: %v, %v", st, err)
+	}
+	if !st.Running || st.IPs[n.Name] != "172.27.0.10" {
+		t.Fatalf("state after create = %+v, want running at 172.27.0.10", st)
+	}
+	if got := dockertest.Docker(t, "inspect", "--format", "{{.HostConfig.RestartPolicy.Name}}", name); got != "always" {
+		t.Fatalf("restart policy = %q, want always", got)
+	}
+	hdr, content := readFile(t, c, first.ID, "/etc/marina/secret.yml")
+	if content != "password: one\n" || hdr.Mode&0o777 != 0o600 {
+		t.Fatalf("file in container: mode %o content %q, want 0600 %q", hdr.Mode&0o777, content, "password: one\n")
+	}
+	if inspect := dockertest.Docker(t, "inspect", name); strings.Contains(inspect, "password") {
+		t.Fatalf("docker inspect shows the file's content:\n%s", inspect)
+	}
+
+	again, err := c.Ensure(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Action != container.Unchanged || again.ID != first.ID {
+		t.Fatalf("second Ensure = %+v, want unchanged %s", again, first.ID)
+	}
+
+	dockertest.Docker(t, "stop", "-t", "1", name)
+	started, err := c.Ensure(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started.Action != container.Started || started.ID != first.ID {
+		t.Fatalf("Ensure of a stopped container = %+v, want started %s", started, first.ID)
+	}
+
+	spec.Files[0].Content = []byte("password: two\n")
+	changed, err := c.Ensure(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed.Action != container.Recreated || changed.ID == first.ID {
+		t.Fatalf("Ensure after a file change = %+v, want recreated with a new id", changed)
+	}
+	if _, content := readFile(t, c, changed.ID, "/etc/marina/secret.yml"); content != "password: two\n" {
+		t.Fatalf("file after recreate = %q", content)
+	}
+
+	spec.Image = "marina-test/does-not-exist:v0"
+	if _, err := c.Ensure(ctx, spec); err == nil || !strings.Contains(err.Error(), "marina-test/does-not-exist:v0") {
+		t.Fatalf("Ensure with a missing image: %v, want an error naming the image", err)
+	}
+	if st, err := c.Get(ctx, name); err != nil || st == nil || st.ID != changed.ID || !st.Running {
+		t.Fatalf("after a failed pull the old container must still serve: %+v, %v", st, err)
+	}
+
+	removed, err := c.Remove(ctx, name)
+	if err != nil || !removed {
+		t.Fatalf("Remove = %v, %v", removed, err)
+	}
+	if st, err := c.Get(ctx, name); err != nil || st != nil {
+		t.Fatalf("Get after Remove = %+v, %v, want nothing", st, err)
+	}
+	if removed, err := c.Remove(ctx, name); err != nil || removed {
+		t.Fatalf("second Remove = %v, %v, want false, nil", removed, err)
+	}
+}
+
+// TestEnsureRefusesForeignContainer: a container of the same name that marina
+// did not create is neither replaced nor removed.
+func TestEnsureRefusesForeignContainer(t *testing.T) {
+	img := dockertest.Image(t, "etcd")
+	c := connect(t)
+	name := uniqueName("marina-ct-foreign")
+	id := dockertest.Run(t, "--name", name, img, "--data-dir", "/data")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.Ensure(ctx, container.Spec{Name: name, Image: img})
+	if err == nil || !strings.Contains(err.Error(), "not created by marina") {
+		t.Fatalf("Ensure over a foreign container: %v, want a refusal", err)
+	}
+	if _, err := c.Remove(ctx, name); err == nil {
+		t.Fatal("Remove of a foreign container succeeded")
+	}
+	if got := dockertest.Docker(t, "inspect", "--format", "{{.Id}}", name); got != id {
+		t.Fatalf("foreign container changed: %s, want %s", got, id)
+	}
+}
+
+// TestList finds containers by label.
+func TestList(t *testing.T) {
+	img := dockertest.Image(t, "etcd")
+	c := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tag := uniqueName("list")
+	var names []string
+	for i := 0; i < 2; i++ {
+		name := uniqueName("marina-ct-list")
+		names = append(names, name)
+		dockertest.Cleanup(t, []string{name}, nil)
+		labels := dockertest.Labels(t)
+		labels["marina.test.group"] = tag
+		if _, err := c.Ensure(ctx, container.Spec{Name: name, Image: img, Labels: labels, Cmd: []string{"--data-dir", "/data"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.List(ctx, map[string]string{"marina.test.group": tag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("List = %d containers, want 2: %+v", len(got), got)
+	}
+	for _, st := range got {
+		if !strings.HasPrefix(st.Name, "marina-ct-list-") || st.Labels[container.LabelManagedBy] != container.ManagedBy {
+			t.Fatalf("List item %+v", st)
+		}
+	}
+}
+
+func TestConnectUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := container.Connect(ctx, "unix:///nonexistent/docker.sock")
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/docker.sock") {
+		t.Fatalf("Connect to a missing socket: %v, want an error naming it", err)
+	}
+}
