@@ -36,7 +36,7 @@ func TestHashIsCanonicalAndCoversEveryField(t *testing.T) {
 	base := Spec{
 		Name: "m", Image: "img:1", Cmd: []string{"a"}, Env: []string{"A=1"},
 		Network: "kind", IP: "172.30.255.52", Aliases: []string{"x", "y"},
-		Ports: []Port{{HostPort: 1, ContainerPort: 1}, {HostPort: 2, ContainerPort: 2, Protocol: "udp"}},
+		Ports:  []Port{{HostPort: 1, ContainerPort: 1}, {HostPort: 2, ContainerPort: 2, Protocol: "udp"}},
 		Mounts: []Mount{{Type: "volume", Source: "v", Target: "/v"}},
 		Files:  []File{{Path: "/a", Content: []byte("1")}, {Path: "/b", Content: []byte("2")}},
 	}
