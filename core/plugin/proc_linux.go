@@ -4,6 +4,7 @@ package plugin
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,12 @@ func sysProcAttr() *syscall.SysProcAttr {
 // exited may wait to be reaped by an init that never does (containers).
 func groupAlive(pgid int) bool {
 	if pgid <= 0 {
+		return false
+	}
+	// Fast path: no process at all in the group (the common case once a
+	// plugin exited and was reaped). Only when kill(2) still finds one do we
+	// scan /proc to tell live members from zombies awaiting their reaper.
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -20,6 +21,8 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/bcollard/marina/test/dockertest"
 )
 
 // testRegistry implements the part of the OCI distribution API that oras
@@ -225,8 +228,40 @@ func (p *publisher) index(tag string, manifests map[Platform]ocispec.Descriptor)
 	return desc
 }
 
+// TestInstallFromOCI installs from an in-memory registry, which can also
+// misbehave (serve bytes that do not match a digest) and records which blobs
+// were fetched.
 func TestInstallFromOCI(t *testing.T) {
 	reg, hostport := newTestRegistry(t)
+	testOCIInstall(t, hostport, reg)
+}
+
+// TestInstallFromOCIRealRegistry (tier 2) runs the same installs against the
+// real distribution registry (marina-test/registry, built from
+// github.com/distribution/distribution/v3) in a container published on
+// 127.0.0.1.
+func TestInstallFromOCIRealRegistry(t *testing.T) {
+	img := dockertest.Image(t, "registry")
+	id := dockertest.Run(t, "-p", "127.0.0.1::5000", img)
+	hostport := dockertest.HostPort(t, id, "5000/tcp").String()
+	dockertest.WaitFor(t, 30*time.Second, 200*time.Millisecond, "registry "+hostport, func() error {
+		resp, err := http.Get("http://" + hostport + "/v2/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /v2/: %s", resp.Status)
+		}
+		return nil
+	})
+	testOCIInstall(t, hostport, nil)
+}
+
+// testOCIInstall publishes plugin artifacts to the registry at hostport and
+// installs them. reg is the in-memory registry (nil for a real one): only it
+// can serve corrupt bytes and report which blobs were fetched.
+func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 	otherPlat := Platform{OS: host.OS, Arch: otherArch}
 
 	// plugins/acme: 1.2.0 is a plain binary artifact; 1.3.0 (also "latest") a
@@ -252,12 +287,14 @@ func TestInstallFromOCI(t *testing.T) {
 	elsewhere := newPublisher(t, hostport, "plugins/elsewhere")
 	elsewhere.index("1.0.0", map[Platform]ocispec.Descriptor{otherPlat: elsewhere.manifest("", nil, elsewhere.layer(bins.other, "marina-plugin-acme"))})
 	// plugins/evil: the registry serves bytes that do not match the layer digest.
-	evil := newPublisher(t, hostport, "plugins/evil")
-	evilLayer := evil.layer(bins.v120, "marina-plugin-acme")
-	evil.manifest("1.2.0", nil, evilLayer)
-	reg.mu.Lock()
-	reg.blobs["plugins/evil@"+evilLayer.Digest.String()] = []byte(readString(t, bins.v130))
-	reg.mu.Unlock()
+	if reg != nil {
+		evil := newPublisher(t, hostport, "plugins/evil")
+		evilLayer := evil.layer(bins.v120, "marina-plugin-acme")
+		evil.manifest("1.2.0", nil, evilLayer)
+		reg.mu.Lock()
+		reg.blobs["plugins/evil@"+evilLayer.Digest.String()] = []byte(readString(t, bins.v130))
+		reg.mu.Unlock()
+	}
 
 	ref := "oci://" + hostport
 	tests := []struct {
@@ -288,6 +325,9 @@ func TestInstallFromOCI(t *testing.T) {
 		{name: "invalid reference", src: "oci://" + hostport, kind: ErrInvalid, fragments: []string{"not a valid OCI reference"}},
 	}
 	for _, tt := range tests {
+		if reg == nil && strings.Contains(tt.src, "/plugins/evil") {
+			continue // only the in-memory registry can serve corrupt bytes
+		}
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)
 			inst, err := s.Install(testCtx(t), tt.src, tt.opts)
@@ -309,6 +349,9 @@ func TestInstallFromOCI(t *testing.T) {
 		})
 	}
 
+	if reg == nil {
+		return
+	}
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	for _, g := range reg.gets {
