@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -310,6 +312,14 @@ func (d *Dispatcher) RunHook(ctx context.Context, hook sdk.Hook, base sdk.HookCa
 			call := base
 			call.Hook = hook
 			call.ConfigJSON = d.entries[n].p.Config
+			if d.opts.StateRoot != "" {
+				dir := filepath.Join(d.opts.StateRoot, n)
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					record(n, inst, &Error{Plugin: n, Hook: string(hook), Kind: KindHook, Cause: "cannot create its state directory: " + err.Error()})
+					return
+				}
+				call.Env.StateDir = dir
+			}
 			call.Deps = d.depOutputs(n, descs)
 			var progress func(string)
 			if onProgress != nil {

@@ -152,6 +152,35 @@ func TestDispatchOrderOutputsLaziness(t *testing.T) {
 	assertNoProcesses(t, marker)
 }
 
+// TestDispatchStateDir: with a StateRoot, each plugin gets its own 0700
+// directory as Env.StateDir, whatever the caller's Env said.
+func TestDispatchStateDir(t *testing.T) {
+	t.Parallel()
+	marker := newMarker(t)
+	root := filepath.Join(t.TempDir(), "state")
+	opts := testOpts()
+	opts.StateRoot = root
+	d := NewDispatcher([]Plugin{{Spec: tp("a", marker)}, {Spec: tp("b", marker)}}, opts)
+	defer d.Close()
+	res, err := d.RunHook(context.Background(), sdk.PostUp, sdk.HookCall{Env: sdk.Env{StateDir: "/caller"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b"} {
+		want := filepath.Join(root, n)
+		if got := res[n].Outputs["stateDir"]; got != want {
+			t.Errorf("%s: StateDir = %q, want %q", n, got, want)
+		}
+		if fi, err := os.Stat(want); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: state directory %s: %v %v", n, want, fi, err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	assertNoProcesses(t, marker)
+}
+
 // TestDispatchConcurrency: two independent 1s hooks take about 1s, not 2s.
 // Not parallel with other tests, to keep the timing meaningful.
 func TestDispatchConcurrency(t *testing.T) {

@@ -62,6 +62,10 @@ type Options struct {
 	KillGrace time.Duration
 	// HostVersion is marina's version, told to plugins in Describe.
 	HostVersion string
+	// StateRoot, if set, holds one directory per plugin (<StateRoot>/<name>,
+	// created 0700 on first use) that the Dispatcher passes to the plugin's
+	// hooks as Env.StateDir.
+	StateRoot string
 }
 
 // Defaults for Options.

@@ -174,6 +174,7 @@ func run(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
 	}
 	chain = append(chain, *name)
 	outputs["chain"] = strings.Join(chain, ",")
+	outputs["stateDir"] = req.Env.StateDir
 	outputs["start"] = strconv.FormatInt(started.UnixNano(), 10)
 	outputs["end"] = strconv.FormatInt(time.Now().UnixNano(), 10)
 	return &sdk.Result{Outputs: outputs}, nil
