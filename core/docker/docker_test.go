@@ -1,0 +1,91 @@
+package docker_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bcollard/marina/core/docker"
+	"github.com/bcollard/marina/test/dockertest"
+)
+
+// subnet is this package's test network (other packages use other ones).
+const subnet = "172.25.0.0/16"
+
+func TestEnsureNetwork(t *testing.T) {
+	dockertest.Require(t)
+	img := dockertest.Image(t, "etcd")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := docker.Open(ctx, docker.DefaultHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	name := "marina-test-net-" + strings.ReplaceAll(t.Name(), "/", "-")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.RemoveNetwork(ctx, name); err != nil {
+			t.Error(err)
+		}
+	})
+	spec := docker.NetworkSpec{
+		Name:    name,
+		Subnet:  netip.MustParsePrefix(subnet),
+		Gateway: netip.MustParseAddr("172.25.0.1"),
+		IPRange: netip.MustParsePrefix("172.25.128.0/18"),
+		Labels:  dockertest.Labels(t),
+	}
+	if did, err := c.EnsureNetwork(ctx, spec); err != nil || did != "created" {
+		t.Fatalf("first EnsureNetwork = %q, %v; want created", did, err)
+	}
+	st, err := c.InspectNetwork(ctx, name)
+	if err != nil || st == nil {
+		t.Fatalf("InspectNetwork: %+v, %v", st, err)
+	}
+	if docker.NetworkProblem(st, spec) != "" || !strings.HasPrefix(st.Bridge, "br-") {
+		t.Fatalf("network as created: %+v (%s)", st, docker.NetworkProblem(st, spec))
+	}
+	if did, err := c.EnsureNetwork(ctx, spec); err != nil || did != "" {
+		t.Fatalf("second EnsureNetwork = %q, %v; want unchanged", did, err)
+	}
+
+	// A container started on it gets an address from the ip-range.
+	id := dockertest.Run(t, "--network", name, img, "--data-dir", "/data")
+	ip := netip.MustParseAddr(dockertest.Docker(t, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+name+"\").IPAddress}}", id))
+	if !spec.IPRange.Contains(ip) {
+		t.Fatalf("container got %s, outside the ip-range %s", ip, spec.IPRange)
+	}
+
+	// Another shape with a container attached: refused, naming the container.
+	wider := spec
+	wider.IPRange = netip.MustParsePrefix("172.25.192.0/18")
+	_, err = c.EnsureNetwork(ctx, wider)
+	if !errors.Is(err, docker.ErrNetworkMismatch) || !strings.Contains(err.Error(), "ip-range 172.25.128.0/18, not 172.25.192.0/18") {
+		t.Fatalf("EnsureNetwork over a used network of another shape: %v", err)
+	}
+	dockertest.Docker(t, "rm", "-f", id)
+
+	// Nothing attached: recreated with the new shape.
+	if did, err := c.EnsureNetwork(ctx, wider); err != nil || did != "recreated" {
+		t.Fatalf("EnsureNetwork of an unused network of another shape = %q, %v; want recreated", did, err)
+	}
+	st, err = c.InspectNetwork(ctx, name)
+	if err != nil || st == nil || st.IPRange != wider.IPRange {
+		t.Fatalf("after recreate: %+v, %v", st, err)
+	}
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := docker.Open(ctx, "unix:///nonexistent/docker.sock")
+	var ue *docker.UnreachableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "/nonexistent/docker.sock") {
+		t.Fatalf("Open of a missing socket: %v", err)
+	}
+}
