@@ -5,6 +5,7 @@ package config
 const (
 	DefaultVMName           = "marina"
 	DefaultBridgeCIDR       = "172.30.0.0/16"
+	DefaultNetworkName      = "kind"
 	DefaultZone             = "demo.internal"
 	DefaultNodeVersion      = "v1.37.0"
 	DefaultMetalLBVersion   = "v0.16.2"
@@ -44,6 +45,7 @@ func Default() *Config {
 			Disk:   "40GiB",
 		},
 		Network: Network{
+			Name:                 DefaultNetworkName,
 			BridgeCIDR:           DefaultBridgeCIDR,
 			DisablePortMirroring: true,
 		},

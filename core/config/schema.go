@@ -35,6 +35,7 @@ type VM struct {
 
 // Network configures the shared docker bridge.
 type Network struct {
+	Name                 string `yaml:"name" doc:"Name of the shared docker bridge network every cluster and service joins (kind's default network is 'kind')."`
 	BridgeCIDR           string `yaml:"bridgeCIDR" doc:"Subnet of the shared docker network 'kind'; must be an IPv4 /16. The host routes it to the VM."`
 	DisablePortMirroring bool   `yaml:"disablePortMirroring" doc:"Reach API servers on the VM's own IP instead of Lima's 127.0.0.1 port mirroring (fixed when the VM is created)."`
 }

@@ -47,6 +47,9 @@ func Validate(c *Config) []Problem {
 	checkSize(add, "vm.disk", c.VM.Disk, minVMDisk)
 
 	// network
+	if !dnsLabel.MatchString(c.Network.Name) {
+		add("network.name", "%q is not a valid network name; use lower-case letters, digits and '-' (default %s)", c.Network.Name, DefaultNetworkName)
+	}
 	bridge, bridgeOK := checkBridge(add, c.Network.BridgeCIDR)
 
 	// dns

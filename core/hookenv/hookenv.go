@@ -15,9 +15,6 @@ import (
 	"github.com/bcollard/marina/sdk"
 )
 
-// NetworkName is the shared docker bridge every cluster and service joins.
-const NetworkName = "kind"
-
 // Image keys of sdk.Env.Images, one per entry of the config's images section.
 const (
 	ImageKindNode          = "kindNode"
@@ -65,7 +62,7 @@ func Env(cfg *config.Config, rt Runtime) (sdk.Env, error) {
 		Driver:               rt.Driver,
 		HostOS:               hostOS,
 		DockerHost:           rt.DockerHost,
-		NetworkName:          NetworkName,
+		NetworkName:          cfg.Network.Name,
 		BridgeCIDR:           bridge.String(),
 		Gateway:              Gateway(bridge).String(),
 		DynamicIPRange:       dynamic.String(),
