@@ -80,8 +80,9 @@ Exit status: 0 ok, 1 failure, 2 usage or configuration error, 130 interrupted.`,
 	pf.BoolVar(&a.global.debug, "debug", false, "show debug logs")
 	pf.BoolVar(&a.global.noWait, "no-wait", false, "fail at once if another marina process is changing state, instead of waiting for it")
 
-	root.AddGroup(&cobra.Group{ID: "plugins", Title: "Plugins:"}, &cobra.Group{ID: "setup", Title: "Configuration and information:"})
+	root.AddGroup(&cobra.Group{ID: "lab", Title: "The lab:"}, &cobra.Group{ID: "plugins", Title: "Plugins:"}, &cobra.Group{ID: "setup", Title: "Configuration and information:"})
 	root.AddCommand(
+		newUpCmd(a),
 		newPluginCmd(a),
 		newVersionCmd(a),
 		newConfigCmd(a),

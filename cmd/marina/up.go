@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bcollard/marina/core/buildinfo"
+	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/hookenv"
+	"github.com/bcollard/marina/core/lab"
+	"github.com/bcollard/marina/core/lifecycle"
+	"github.com/bcollard/marina/core/plugin"
+	"github.com/bcollard/marina/core/vm"
+)
+
+// marinaDir returns ~/.marina (the lab's state, logs, plugins and caches).
+func marinaDir() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("home directory: %w", err)
+	}
+	return filepath.Join(home, ".marina"), nil
+}
+
+// newDriver returns the machine driver the config selects.
+func newDriver(cfg *config.Config) (vm.Driver, error) {
+	name, err := vm.Resolve(cfg.VM.Driver)
+	if err != nil {
+		return nil, exitcode.NewUsage(err)
+	}
+	switch name {
+	case "host":
+		return &vm.Host{VMName: cfg.VM.Name}, nil
+	default:
+		return nil, exitcode.NewUsage(fmt.Errorf("vm.driver %s is not available in this build yet; use vm.driver: host (Docker on this machine)", name))
+	}
+}
+
+// openLab loads the config, checks every enabled plugin (config included)
+// before anything changes, and returns the lab with its plugin dispatcher.
+// The caller closes the returned dispatcher.
+func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), error) {
+	l, err := a.loadConfig()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	warnings, err := a.validatePlugins(ctx, l)
+	for _, w := range warnings {
+		fmt.Fprintf(a.err, "Warning: %s\n", w)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	drv, err := newDriver(l.Config)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	entries, _, err := a.resolvePlugins(l)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var runnable []plugin.Plugin
+	for _, e := range entries {
+		if e.Enabled && e.Problem == "" {
+			runnable = append(runnable, e.Plugin)
+		}
+	}
+	dir, err := marinaDir()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts := a.pluginOptions()
+	opts.StateRoot = filepath.Join(dir, "state", "plugins")
+	d := plugin.NewDispatcher(runnable, opts)
+	lb := &lab.Lab{
+		Config:  l.Config,
+		Driver:  drv,
+		Plugins: d,
+		Runtime: hookenv.Runtime{
+			HostVersion:      buildinfo.Get().Version,
+			RegistryCacheDir: filepath.Join(dir, "registry-cache"),
+		},
+		RunID: strconv.FormatInt(time.Now().UnixNano(), 36),
+	}
+	lb.Host = newHostApplier(a, drv)
+	return lb, l, func() {
+		if err := d.Close(); err != nil {
+			a.log.Warn("stopping plugins", "err", err)
+		}
+	}, nil
+}
+
+// pipelineFlags are the flags of every state-changing pipeline command.
+type pipelineFlags struct {
+	dryRun bool
+	output string
+}
+
+func (f *pipelineFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "show what would change, change nothing")
+	cmd.Flags().StringVar(&f.output, "progress", "auto", "progress output: auto (live on a terminal, plain lines otherwise), plain, or json (one event per line)")
+}
+
+// runPipeline runs steps with the renderer the flags and terminal call for.
+func (a *app) runPipeline(ctx context.Context, name string, steps []lifecycle.Step, f pipelineFlags) (*lifecycle.Report, error) {
+	r, err := lifecycle.NewRenderer(a.out, f.output, lifecycle.IsTerminal(a.out))
+	if err != nil {
+		return nil, exitcode.NewUsage(fmt.Errorf("--progress %q: use auto, plain or json", f.output))
+	}
+	defer r.Close()
+	return lifecycle.Run(ctx, name, steps, lifecycle.Options{DryRun: f.dryRun, Renderer: r})
+}
+
+func newUpCmd(a *app) *cobra.Command {
+	var f pipelineFlags
+	cmd := &cobra.Command{
+		Use:     "up",
+		GroupID: "lab",
+		Short:   "Bring up the lab: VM, Docker, bridge network, host network, services (idempotent)",
+		Long: `Bring up the lab. Every step checks live state first and changes only what differs,
+so a second run with nothing to do changes nothing.
+
+Steps: start the machine (a Lima VM on macOS; on Linux with vm.driver host, the
+Docker engine of this machine), the shared bridge network, then every enabled
+plugin's PostUp hook (registry mirrors, local DNS, ...), then the host changes
+plugins request (the resolver for the local zone), shown before they are made.
+
+The config and every plugin's config are validated before anything changes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withLock(cmd.Context(), func() error {
+				lb, _, closeLab, err := a.openLab(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer closeLab()
+				_, err = a.runPipeline(cmd.Context(), "up", lb.UpSteps(), f)
+				if err != nil {
+					return err
+				}
+				if manual := lb.ManualHostChanges(); len(manual) > 0 && f.output != "json" {
+					fmt.Fprintln(a.out, "\nmarina made no change on this machine for these plugin requests; make them by hand if you want them:")
+					for _, c := range manual {
+						fmt.Fprintf(a.out, "  %s\n", c)
+					}
+				}
+				if !f.dryRun && f.output != "json" {
+					fmt.Fprintf(a.out, "\nThe lab is up. Next: marina status, or marina cluster create NAME\n")
+				}
+				return nil
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}

@@ -1,0 +1,313 @@
+// Package lab is the core's pipelines for the lab as a whole: `marina up`
+// (machine, Docker, bridge, host network, PostUp hooks, host changes the
+// plugins request), `down`, `destroy` and `status`. Each pipeline is a list
+// of lifecycle steps; the commands in cmd/marina only build a Lab and
+// render what the steps report.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/docker"
+	"github.com/bcollard/marina/core/hookenv"
+	"github.com/bcollard/marina/core/lifecycle"
+	"github.com/bcollard/marina/core/plugin"
+	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/sdk"
+)
+
+// HostApplier performs the host-side changes plugins request (a resolver
+// file for the local zone, ...). The core owns privileges: an applier shows
+// what it will change before it asks for them.
+type HostApplier interface {
+	// Plan returns what Apply would change for these requests (nothing
+	// when everything is in place already).
+	Plan(ctx context.Context, changes []sdk.HostChange, net NetworkFacts) ([]lifecycle.Change, error)
+	// Apply makes the changes.
+	Apply(ctx context.Context, changes []sdk.HostChange, net NetworkFacts) error
+}
+
+// NetworkFacts are what a host applier needs to know about the bridge.
+type NetworkFacts struct {
+	// Bridge is the bridge's host interface when the Docker host is this
+	// machine (host driver), e.g. br-0123456789ab.
+	Bridge string
+	// GuestIP is the VM's address (lima driver), empty for the host driver.
+	GuestIP string
+	CIDR    string
+}
+
+// Lab is one marina lab: the config, the machine driver and the plugins.
+type Lab struct {
+	Config *config.Config
+	Driver vm.Driver
+	// Plugins runs the enabled plugins' hooks; nil means no plugins.
+	Plugins *plugin.Dispatcher
+	// Runtime holds the facts hookenv needs beyond the config; DockerHost
+	// and Driver are filled from the driver's status.
+	Runtime hookenv.Runtime
+	// Host applies host changes; nil means they are reported, not made.
+	Host HostApplier
+	// RunID identifies this run in plugin logs.
+	RunID string
+
+	mu          sync.Mutex
+	status      vm.Status
+	hostChanges []sdk.HostChange
+	netFacts    NetworkFacts
+}
+
+// Bridge returns the bridge network's wanted shape.
+func Bridge(cfg *config.Config) (docker.NetworkSpec, error) {
+	cidr, err := netip.ParsePrefix(cfg.Network.BridgeCIDR)
+	if err != nil {
+		return docker.NetworkSpec{}, fmt.Errorf("network.bridgeCIDR %q: %w", cfg.Network.BridgeCIDR, err)
+	}
+	ipRange, err := slot.DockerIPRange(cidr)
+	if err != nil {
+		return docker.NetworkSpec{}, fmt.Errorf("network.bridgeCIDR: %w", err)
+	}
+	return docker.NetworkSpec{
+		Name:    cfg.Network.Name,
+		Subnet:  cidr,
+		Gateway: hookenv.Gateway(cidr),
+		IPRange: ipRange,
+		Labels:  map[string]string{"app.kubernetes.io/managed-by": "marina"},
+	}, nil
+}
+
+// UpSteps returns the `marina up` pipeline.
+func (l *Lab) UpSteps() []lifecycle.Step {
+	return []lifecycle.Step{
+		l.stepMachine(),
+		l.stepNetwork(),
+		l.stepPostUp(),
+		l.stepHostChanges(),
+	}
+}
+
+func (l *Lab) setStatus(st vm.Status) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.status = st
+}
+
+func (l *Lab) dockerHost() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.status.DockerHost
+}
+
+// stepMachine makes sure the machine runs and Docker answers.
+func (l *Lab) stepMachine() lifecycle.Step {
+	name := "Start VM"
+	if l.Driver.Name() == "host" {
+		name = "Check Docker engine"
+	}
+	return lifecycle.NewStep(name,
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			st, err := l.Driver.Status(ctx)
+			if err != nil {
+				return nil, err
+			}
+			l.setStatus(st)
+			switch {
+			case st.State == vm.Running:
+				return nil, nil
+			case l.Driver.Name() == "host":
+				// Nothing to start: Start reports what to do.
+				_, err := l.Driver.Start(ctx, nil)
+				return nil, err
+			case st.State == vm.Absent:
+				return []lifecycle.Change{{Action: "create", Target: "VM " + st.Name, Detail: fmt.Sprintf("%d CPUs, %s memory, %s disk", l.Config.VM.CPUs, l.Config.VM.Memory, l.Config.VM.Disk)}}, nil
+			default:
+				return []lifecycle.Change{{Action: "start", Target: "VM " + st.Name}}, nil
+			}
+		},
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			st, err := l.Driver.Start(ctx, r.Progress)
+			if err != nil {
+				return err
+			}
+			l.setStatus(st)
+			return nil
+		})
+}
+
+// stepNetwork makes sure the shared bridge exists with the right shape.
+func (l *Lab) stepNetwork() lifecycle.Step {
+	spec, specErr := Bridge(l.Config)
+	withDocker := func(ctx context.Context, fn func(*docker.Client) error) error {
+		host := l.dockerHost()
+		if host == "" {
+			return errors.New("the Docker endpoint is not known yet (the machine step did not run)")
+		}
+		c, err := docker.Open(ctx, host)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return fn(c)
+	}
+	return lifecycle.NewStep("Bridge network "+l.Config.Network.Name,
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			if specErr != nil {
+				return nil, specErr
+			}
+			if l.dockerHost() == "" { // dry run before the machine exists
+				return []lifecycle.Change{{Action: "create", Target: "network " + spec.Name, Detail: spec.Subnet.String()}}, nil
+			}
+			var changes []lifecycle.Change
+			err := withDocker(ctx, func(c *docker.Client) error {
+				st, err := c.InspectNetwork(ctx, spec.Name)
+				if err != nil {
+					return err
+				}
+				if st == nil {
+					changes = []lifecycle.Change{{Action: "create", Target: "network " + spec.Name, Detail: fmt.Sprintf("%s, ip-range %s", spec.Subnet, spec.IPRange)}}
+					return nil
+				}
+				l.setBridge(st.Bridge)
+				if p := docker.NetworkProblem(st, spec); p != "" {
+					changes = []lifecycle.Change{{Action: "recreate", Target: "network " + spec.Name, Detail: p}}
+				}
+				return nil
+			})
+			return changes, err
+		},
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			return withDocker(ctx, func(c *docker.Client) error {
+				if _, err := c.EnsureNetwork(ctx, spec); err != nil {
+					return err
+				}
+				st, err := c.InspectNetwork(ctx, spec.Name)
+				if err == nil && st != nil {
+					l.setBridge(st.Bridge)
+				}
+				return err
+			})
+		})
+}
+
+func (l *Lab) setBridge(bridge string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.netFacts.Bridge = bridge
+}
+
+// Env returns the hook environment for the current machine status.
+func (l *Lab) Env() (sdk.Env, error) {
+	rt := l.Runtime
+	l.mu.Lock()
+	rt.DockerHost = l.status.DockerHost
+	rt.Driver = l.Driver.Name()
+	l.mu.Unlock()
+	return hookenv.Env(l.Config, rt)
+}
+
+// RunHook runs hook in every plugin that implements it, reporting plugin
+// progress as "<plugin>: <message>".
+func (l *Lab) RunHook(ctx context.Context, hook sdk.Hook, cluster *sdk.Cluster, r lifecycle.Reporter) (map[string]*sdk.Result, error) {
+	if l.Plugins == nil {
+		return nil, nil
+	}
+	env, err := l.Env()
+	if err != nil {
+		return nil, err
+	}
+	return l.Plugins.RunHook(ctx, hook, sdk.HookCall{Env: env, Cluster: cluster, RunID: l.RunID}, func(p, msg string) {
+		if r != nil {
+			r.Progress(p + ": " + msg)
+		}
+	})
+}
+
+// stepPostUp runs every plugin's PostUp hook; hooks converge on their own,
+// so the step always runs them.
+func (l *Lab) stepPostUp() lifecycle.Step {
+	return lifecycle.NewStep("Plugins: PostUp", nil,
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			results, err := l.RunHook(ctx, sdk.PostUp, nil, r)
+			l.collect(results)
+			return err
+		})
+}
+
+// collect keeps the host changes hooks requested, in plugin-name order.
+func (l *Lab) collect(results map[string]*sdk.Result) {
+	names := make([]string, 0, len(results))
+	for n := range results {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range names {
+		l.hostChanges = append(l.hostChanges, results[n].HostChanges...)
+	}
+}
+
+// HostChanges returns the host changes plugins requested in this run.
+func (l *Lab) HostChanges() []sdk.HostChange {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]sdk.HostChange(nil), l.hostChanges...)
+}
+
+func (l *Lab) facts() NetworkFacts {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.netFacts
+	f.GuestIP = l.status.GuestIP
+	f.CIDR = l.Config.Network.BridgeCIDR
+	return f
+}
+
+// stepHostChanges applies the host changes plugins requested through the
+// HostApplier, which owns privileges. Without one the step changes nothing:
+// ManualHostChanges tells the user what to do by hand.
+func (l *Lab) stepHostChanges() lifecycle.Step {
+	return lifecycle.NewStep("Host changes",
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			changes := l.HostChanges()
+			if len(changes) == 0 || l.Host == nil {
+				return nil, nil
+			}
+			return l.Host.Plan(ctx, changes, l.facts())
+		},
+		func(ctx context.Context, r lifecycle.Reporter, planned []lifecycle.Change) error {
+			return l.Host.Apply(ctx, l.HostChanges(), l.facts())
+		})
+}
+
+// ManualHostChanges describes the requested host changes when the lab has
+// no HostApplier (nothing was changed on the host).
+func (l *Lab) ManualHostChanges() []lifecycle.Change {
+	if l.Host != nil {
+		return nil
+	}
+	var out []lifecycle.Change
+	for _, c := range l.HostChanges() {
+		out = append(out, describeHostChange(c))
+	}
+	return out
+}
+
+func describeHostChange(c sdk.HostChange) lifecycle.Change {
+	if c.Resolver != nil {
+		action := "set"
+		if c.Resolver.Remove {
+			action = "remove"
+		}
+		return lifecycle.Change{Action: action, Target: "resolver for " + c.Resolver.Domain, Detail: "nameserver " + strings.Join(c.Resolver.Nameservers, ", ")}
+	}
+	return lifecycle.Change{Action: "apply", Target: "host change", Detail: c.Reason}
+}
