@@ -46,12 +46,37 @@ func printStructured(w io.Writer, format string, v any) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	case "yaml":
+		// Through JSON, so YAML has the same keys (json tags) in the same
+		// order as -o json.
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var node yaml.Node
+		if err := yaml.Unmarshal(b, &node); err != nil {
+			return err
+		}
+		blockStyle(&node)
 		enc := yaml.NewEncoder(w)
 		enc.SetIndent(2)
-		if err := enc.Encode(v); err != nil {
+		if err := enc.Encode(&node); err != nil {
 			return err
 		}
 		return enc.Close()
 	}
 	return fmt.Errorf("unknown structured format %q", format)
+}
+
+// blockStyle turns JSON's flow style into YAML block style, keeping the
+// quoting of strings that need it.
+func blockStyle(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+		n.Style = 0
+	}
+	if n.Kind == yaml.ScalarNode && n.Style == yaml.DoubleQuotedStyle {
+		n.Style = 0
+	}
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
 }

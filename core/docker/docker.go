@@ -207,3 +207,42 @@ func (c *Client) RemoveNetwork(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// Container is a container as listed by Services.
+type Container struct {
+	ID, Name, Image, State string
+	Running                bool
+	Labels                 map[string]string
+	// IPs are the IPv4 addresses by network name (running containers).
+	IPs map[string]string
+	// Networks are the networks the container is attached to.
+	Networks []string
+}
+
+// Services lists the containers marina created (label
+// app.kubernetes.io/managed-by=marina), running or not, sorted by name.
+func (c *Client) Services(ctx context.Context) ([]Container, error) {
+	res, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", "app.kubernetes.io/managed-by=marina")})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	var out []Container
+	for _, s := range res.Items {
+		ct := Container{ID: s.ID, Image: s.Image, State: string(s.State), Running: s.State == "running", Labels: s.Labels, IPs: map[string]string{}}
+		if len(s.Names) > 0 {
+			ct.Name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		if s.NetworkSettings != nil {
+			for n, ep := range s.NetworkSettings.Networks {
+				ct.Networks = append(ct.Networks, n)
+				if ep != nil && ep.IPAddress.IsValid() {
+					ct.IPs[n] = ep.IPAddress.String()
+				}
+			}
+			sort.Strings(ct.Networks)
+		}
+		out = append(out, ct)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -310,4 +311,199 @@ func describeHostChange(c sdk.HostChange) lifecycle.Change {
 		return lifecycle.Change{Action: action, Target: "resolver for " + c.Resolver.Domain, Detail: "nameserver " + strings.Join(c.Resolver.Nameservers, ", ")}
 	}
 	return lifecycle.Change{Action: "apply", Target: "host change", Detail: c.Reason}
+}
+
+// Status is what `marina status` reports.
+type Status struct {
+	Machine  vm.Status       `json:"machine"`
+	Network  NetworkStatus   `json:"network"`
+	Services []ServiceStatus `json:"services"`
+}
+
+// NetworkStatus is the bridge network's state.
+type NetworkStatus struct {
+	Name    string `json:"name"`
+	Subnet  string `json:"subnet"`
+	IPRange string `json:"ipRange,omitempty"`
+	Present bool   `json:"present"`
+	// Problem says how the live network differs from the config.
+	Problem string `json:"problem,omitempty"`
+	Bridge  string `json:"bridge,omitempty"`
+}
+
+// ServiceStatus is one container marina's plugins run on the Docker host
+// (registry mirrors, the local DNS pair, ...).
+type ServiceStatus struct {
+	Name      string `json:"name"`
+	Component string `json:"component,omitempty"`
+	Image     string `json:"image"`
+	State     string `json:"state"`
+	Running   bool   `json:"running"`
+	IP        string `json:"ip,omitempty"`
+}
+
+// LabelComponent is the label plugins put on their service containers to
+// say what they are (registry-mirror, dns-etcd, dns-server, ...).
+const LabelComponent = "marina.dev/component"
+
+// Status inspects the lab without changing anything. Services are the
+// marina containers attached to the lab's bridge network.
+func (l *Lab) Status(ctx context.Context) (*Status, error) {
+	st, err := l.Driver.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.setStatus(st)
+	out := &Status{Machine: st, Services: []ServiceStatus{}}
+	spec, err := Bridge(l.Config)
+	if err != nil {
+		return nil, err
+	}
+	out.Network = NetworkStatus{Name: spec.Name, Subnet: spec.Subnet.String()}
+	if st.State != vm.Running {
+		return out, nil
+	}
+	c, err := docker.Open(ctx, st.DockerHost)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ns, err := c.InspectNetwork(ctx, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	if ns != nil {
+		out.Network.Present, out.Network.Bridge = true, ns.Bridge
+		if ns.IPRange.IsValid() {
+			out.Network.IPRange = ns.IPRange.String()
+		}
+		out.Network.Problem = docker.NetworkProblem(ns, spec)
+	}
+	services, err := c.Services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range services {
+		if !slices.Contains(s.Networks, spec.Name) {
+			continue // another lab's, or a test's
+		}
+		out.Services = append(out.Services, ServiceStatus{
+			Name: s.Name, Component: s.Labels[LabelComponent], Image: s.Image,
+			State: s.State, Running: s.Running, IP: s.IPs[spec.Name],
+		})
+	}
+	return out, nil
+}
+
+// stepHook runs hook in every plugin that implements it and keeps the host
+// changes they request.
+func (l *Lab) stepHook(name string, hook sdk.Hook) lifecycle.Step {
+	return lifecycle.NewStep(name, nil,
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			results, err := l.RunHook(ctx, hook, nil, r)
+			l.collect(results)
+			return err
+		})
+}
+
+// machineRunning reads the machine's status; hooks of down and destroy
+// only run when it is up.
+func (l *Lab) machineRunning(ctx context.Context) (bool, error) {
+	st, err := l.Driver.Status(ctx)
+	if err != nil {
+		return false, err
+	}
+	l.setStatus(st)
+	return st.State == vm.Running, nil
+}
+
+// DownSteps returns the `marina down` pipeline: PreDown hooks, then stop
+// the machine (keeping everything in it).
+func (l *Lab) DownSteps(ctx context.Context) ([]lifecycle.Step, error) {
+	running, err := l.machineRunning(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var steps []lifecycle.Step
+	if running {
+		steps = append(steps, l.stepHook("Plugins: PreDown", sdk.PreDown))
+	}
+	stopName := "Stop VM"
+	if l.Driver.Name() == "host" {
+		stopName = "Stop machine (nothing to stop: the host driver does not own Docker)"
+	}
+	steps = append(steps, lifecycle.NewStep(stopName,
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			if !running || l.Driver.Name() == "host" {
+				return nil, nil
+			}
+			return []lifecycle.Change{{Action: "stop", Target: "VM " + l.Config.VM.Name}}, nil
+		},
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			return l.Driver.Stop(ctx)
+		}))
+	return steps, nil
+}
+
+// DestroySteps returns the `marina destroy` pipeline: PreDestroy hooks
+// (plugins remove their services and ask to undo their host changes), the
+// host changes, the bridge network, then the machine itself.
+func (l *Lab) DestroySteps(ctx context.Context) ([]lifecycle.Step, error) {
+	running, err := l.machineRunning(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var steps []lifecycle.Step
+	if running {
+		steps = append(steps, l.stepHook("Plugins: PreDestroy", sdk.PreDestroy), l.stepHostChanges(), l.stepRemoveNetwork())
+	}
+	steps = append(steps, lifecycle.NewStep("Delete machine",
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			if l.Driver.Name() == "host" {
+				return nil, nil
+			}
+			st, err := l.Driver.Status(ctx)
+			if err != nil || st.State == vm.Absent {
+				return nil, err
+			}
+			return []lifecycle.Change{{Action: "delete", Target: "VM " + st.Name}}, nil
+		},
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			return l.Driver.Delete(ctx)
+		}))
+	return steps, nil
+}
+
+// stepRemoveNetwork removes the bridge network once nothing uses it.
+func (l *Lab) stepRemoveNetwork() lifecycle.Step {
+	name := l.Config.Network.Name
+	open := func(ctx context.Context) (*docker.Client, error) { return docker.Open(ctx, l.dockerHost()) }
+	return lifecycle.NewStep("Remove network "+name,
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			c, err := open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			st, err := c.InspectNetwork(ctx, name)
+			if err != nil || st == nil {
+				return nil, err
+			}
+			return []lifecycle.Change{{Action: "delete", Target: "network " + name}}, nil
+		},
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			c, err := open(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := c.InspectNetwork(ctx, name)
+			if err != nil || st == nil {
+				return err
+			}
+			if len(st.Containers) > 0 {
+				return fmt.Errorf("network %s is still used by %s; remove them (clusters: marina cluster delete) and run marina destroy again", name, strings.Join(st.Containers, ", "))
+			}
+			return c.RemoveNetwork(ctx, name)
+		})
 }
