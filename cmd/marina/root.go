@@ -84,6 +84,7 @@ Exit status: 0 ok, 1 failure, 2 usage or configuration error, 130 interrupted.`,
 	root.AddCommand(
 		newUpCmd(a),
 		newStatusCmd(a),
+		newDoctorCmd(a),
 		newDownCmd(a),
 		newDestroyCmd(a),
 		newPluginCmd(a),

@@ -346,6 +346,14 @@ type ServiceStatus struct {
 // say what they are (registry-mirror, dns-etcd, dns-server, ...).
 const LabelComponent = "marina.dev/component"
 
+// Component values of the built-in plugins' containers that the core
+// checks (the plugins' READMEs list them).
+const (
+	ComponentMirror    = "registry-mirror"
+	ComponentDNSServer = "localdns-server"
+	ComponentDNSEtcd   = "localdns-etcd"
+)
+
 // Status inspects the lab without changing anything. Services are the
 // marina containers attached to the lab's bridge network.
 func (l *Lab) Status(ctx context.Context) (*Status, error) {
