@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bcollard/marina/test/dockertest"
+)
+
+// e2eSubnet is this package's test bridge (other packages use other ones).
+const e2eSubnet = "172.24.0.0/16"
+
+// labConfig writes a config for a lab on the host driver that uses the
+// locally built test images, a unique network and unique container names,
+// so it cannot touch a real lab on this machine.
+func labConfig(t *testing.T, home, id string) {
+	t.Helper()
+	cfg := `vm:
+  name: e2e
+  driver: host
+network:
+  name: marina-e2e-` + id + `
+  bridgeCIDR: ` + e2eSubnet + `
+dns:
+  etcdIP: 172.24.255.52
+  serverIP: 172.24.255.53
+images:
+  dnsEtcd: marina-test/etcd:v3.7.3
+  dnsServer: marina-test/coredns:v1.15.0
+  registry: marina-test/registry:v3.1.2
+registries:
+  cacheStorage: guest
+  mirrors:
+    - name: marina-e2e-mirror-` + id + `
+      port: 5030
+      remoteURL: http://127.0.0.1:1
+plugins:
+  localdns:
+    enabled: true
+    config:
+      etcdContainer: marina-e2e-etcd-` + id + `
+      serverContainer: marina-e2e-dns-` + id + `
+      labels:
+        marina.test: "1"
+        marina.test.pid: "` + dockertest.Labels(t)[dockertest.LabelPID] + `"
+  metallb: {enabled: false}
+  coredns: {enabled: false}
+  externaldns: {enabled: false}
+`
+	dir := filepath.Join(home, ".marina")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dockerOK runs the docker CLI and returns its trimmed output, or "" and
+// the error when it fails (e.g. the object does not exist).
+func dockerOK(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", args...).Output()
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+type statusJSON struct {
+	Machine struct {
+		State string `json:"state"`
+	} `json:"machine"`
+	Network struct {
+		Present bool   `json:"present"`
+		Problem string `json:"problem"`
+		IPRange string `json:"ipRange"`
+	} `json:"network"`
+	Services []struct {
+		Name      string `json:"name"`
+		Component string `json:"component"`
+		Running   bool   `json:"running"`
+		IP        string `json:"ip"`
+	} `json:"services"`
+}
+
+func labStatus(t *testing.T, home string) statusJSON {
+	t.Helper()
+	r := marina(t, home, nil, "status", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, r.stdout)
+	}
+	return st
+}
+
+// containerIDs returns the ids of the lab's service containers by name.
+func containerIDs(t *testing.T, names ...string) map[string]string {
+	t.Helper()
+	ids := map[string]string{}
+	for _, n := range names {
+		ids[n] = dockertest.Docker(t, "inspect", "--format", "{{.Id}}", n)
+	}
+	return ids
+}
+
+// TestUpHostDriverEndToEnd (tier 2) runs marina's main job on the host
+// driver against the real Docker engine: up creates the bridge (with its
+// ip-range) and the built-in services; a second up changes nothing (same
+// container ids); doctor fails when the DNS server is stopped and passes
+// after up repairs it; destroy removes everything it made.
+func TestUpHostDriverEndToEnd(t *testing.T) {
+	dockertest.Require(t)
+	dockertest.Image(t, "etcd")
+	dockertest.Image(t, "coredns")
+	home := t.TempDir()
+	id := strings.ToLower(strings.ReplaceAll(time.Now().Format("150405.000000"), ".", ""))
+	labConfig(t, home, id)
+	network := "marina-e2e-" + id
+	etcd, dns := "marina-e2e-etcd-"+id, "marina-e2e-dns-"+id
+	dockertest.Cleanup(t, []string{etcd, dns, "marina-e2e-mirror-" + id}, []string{etcd + "-data"})
+	t.Cleanup(func() { marina(t, home, nil, "destroy", "--yes") })
+
+	r := marina(t, home, nil, "up")
+	if r.code != 0 {
+		t.Fatalf("up: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "set resolver for demo.internal: nameserver 172.24.255.53") {
+		t.Errorf("up did not report the resolver change it could not make:\n%s", r.stdout)
+	}
+	st := labStatus(t, home)
+	if st.Machine.State != "running" || !st.Network.Present || st.Network.Problem != "" || st.Network.IPRange != "172.24.128.0/18" {
+		t.Fatalf("status after up: %+v", st)
+	}
+	byName := map[string]bool{}
+	for _, s := range st.Services {
+		byName[s.Name] = s.Running
+	}
+	if !byName[etcd] || !byName[dns] {
+		t.Fatalf("services after up: %+v", st.Services)
+	}
+	if got := dockertest.Docker(t, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+network+"\").IPAddress}}", dns); got != "172.24.255.53" {
+		t.Fatalf("DNS server address = %q", got)
+	}
+	before := containerIDs(t, etcd, dns)
+
+	r = marina(t, home, nil, "up")
+	if r.code != 0 {
+		t.Fatalf("second up: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "Bridge network "+network+": unchanged") {
+		t.Errorf("second up changed the network:\n%s", r.stdout)
+	}
+	if after := containerIDs(t, etcd, dns); after[etcd] != before[etcd] || after[dns] != before[dns] {
+		t.Fatalf("second up recreated containers: %v -> %v", before, after)
+	}
+
+	r = marina(t, home, nil, "doctor")
+	if r.code != 0 {
+		t.Fatalf("doctor on a healthy lab: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	dockertest.Docker(t, "stop", "-t", "1", dns)
+	r = marina(t, home, nil, "doctor", "-o", "json")
+	if r.code != 1 {
+		t.Fatalf("doctor with the DNS server stopped: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var checks []struct{ Name, Status string }
+	if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]bool{}
+	for _, c := range checks {
+		if c.Status == "FAIL" {
+			failed[c.Name] = true
+		}
+	}
+	if !failed["service "+dns] || !failed["dns 172.24.255.53"] {
+		t.Fatalf("doctor failures = %v, want the DNS service and the DNS check", failed)
+	}
+	if r := marina(t, home, nil, "up"); r.code != 0 {
+		t.Fatalf("up to repair: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "doctor"); r.code != 0 {
+		t.Fatalf("doctor after up repaired the lab: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if after := containerIDs(t, etcd); after[etcd] != before[etcd] {
+		t.Fatalf("the repair recreated etcd: %v -> %v", before[etcd], after[etcd])
+	}
+
+	r = marina(t, home, nil, "destroy")
+	if r.code != 2 || !strings.Contains(r.stderr, "--yes") {
+		t.Fatalf("destroy without a terminal and without --yes: exit %d, want 2 asking for --yes\n%s", r.code, r.stderr)
+	}
+	r = marina(t, home, nil, "destroy", "--yes")
+	if r.code != 0 {
+		t.Fatalf("destroy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, name := range []string{etcd, dns} {
+		if out, _ := dockerOK("inspect", name); out != "" {
+			t.Errorf("container %s survived destroy", name)
+		}
+	}
+	if out, _ := dockerOK("network", "inspect", network); out != "" {
+		t.Errorf("network %s survived destroy", network)
+	}
+}
