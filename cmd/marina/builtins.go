@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/plugins/localdns"
+	"github.com/bcollard/marina/plugins/registries"
 )
 
 // builtins returns the plugins compiled into this binary: the one place
@@ -10,6 +11,7 @@ import (
 // itself as `marina plugin-server NAME`, the path third-party plugins take.
 func builtins() pluginset.Builtins {
 	return pluginset.Builtins{
-		"localdns": localdns.New,
+		"localdns":   localdns.New,
+		"registries": registries.New,
 	}
 }
