@@ -39,7 +39,7 @@ registries:
   mirrors:
     - name: marina-e2e-mirror-` + id + `
       port: 5030
-      remoteURL: http://127.0.0.1:1
+      remoteURL: http://172.24.250.10:5000
 plugins:
   localdns:
     enabled: true
@@ -127,13 +127,23 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	id := strings.ToLower(strings.ReplaceAll(time.Now().Format("150405.000000"), ".", ""))
 	labConfig(t, home, id)
 	network := "marina-e2e-" + id
-	etcd, dns := "marina-e2e-etcd-"+id, "marina-e2e-dns-"+id
-	dockertest.Cleanup(t, []string{etcd, dns, "marina-e2e-mirror-" + id}, []string{etcd + "-data"})
+	etcd, dns, mirror := "marina-e2e-etcd-"+id, "marina-e2e-dns-"+id, "marina-e2e-mirror-"+id
+	dockertest.Cleanup(t, []string{etcd, dns, mirror}, []string{etcd + "-data", "marina-registry-cache-" + mirror})
 	t.Cleanup(func() { marina(t, home, nil, "destroy", "--yes") })
 
-	r := marina(t, home, nil, "up")
+	// First without the mirrors: the network must exist before the mirror's
+	// upstream (a registry container on it) can start.
+	r := marina(t, home, nil, "up", "--set", "plugins.registries.enabled=false")
 	if r.code != 0 {
 		t.Fatalf("up: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "Bridge network "+network+": done") {
+		t.Errorf("first up did not create the network:\n%s", r.stdout)
+	}
+	upstream := dockertest.Run(t, "--network", network, "--ip", "172.24.250.10", dockertest.Image(t, "registry"))
+	r = marina(t, home, nil, "up")
+	if r.code != 0 {
+		t.Fatalf("up with mirrors: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if !strings.Contains(r.stdout, "set resolver for demo.internal: nameserver 172.24.255.53") {
 		t.Errorf("up did not report the resolver change it could not make:\n%s", r.stdout)
@@ -146,13 +156,26 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	for _, s := range st.Services {
 		byName[s.Name] = s.Running
 	}
-	if !byName[etcd] || !byName[dns] {
+	if !byName[etcd] || !byName[dns] || !byName[mirror] {
 		t.Fatalf("services after up: %+v", st.Services)
 	}
 	if got := dockertest.Docker(t, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+network+"\").IPAddress}}", dns); got != "172.24.255.53" {
 		t.Fatalf("DNS server address = %q", got)
 	}
-	before := containerIDs(t, etcd, dns)
+	before := containerIDs(t, etcd, dns, mirror)
+
+	r = marina(t, home, nil, "registry", "list", "-o", "json")
+	var mirrors []struct {
+		Name       string `json:"name"`
+		Port       int    `json:"port"`
+		Upstream   string `json:"upstream"`
+		Running    bool   `json:"running"`
+		CacheBytes int64  `json:"cacheBytes"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &mirrors) != nil || len(mirrors) != 1 ||
+		mirrors[0].Name != mirror || mirrors[0].Port != 5030 || mirrors[0].Upstream != "http://172.24.250.10:5000" || !mirrors[0].Running || mirrors[0].CacheBytes < 0 {
+		t.Fatalf("registry list: exit %d %+v\n%s%s", r.code, mirrors, r.stdout, r.stderr)
+	}
 
 	r = marina(t, home, nil, "up")
 	if r.code != 0 {
@@ -161,7 +184,7 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	if !strings.Contains(r.stdout, "Bridge network "+network+": unchanged") {
 		t.Errorf("second up changed the network:\n%s", r.stdout)
 	}
-	if after := containerIDs(t, etcd, dns); after[etcd] != before[etcd] || after[dns] != before[dns] {
+	if after := containerIDs(t, etcd, dns, mirror); after[etcd] != before[etcd] || after[dns] != before[dns] || after[mirror] != before[mirror] {
 		t.Fatalf("second up recreated containers: %v -> %v", before, after)
 	}
 
@@ -197,6 +220,28 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 		t.Fatalf("the repair recreated etcd: %v -> %v", before[etcd], after[etcd])
 	}
 
+	// The mirror's cache: cleaned (container and volume gone), then
+	// recreated empty by up.
+	r = marina(t, home, nil, "registry", "clean-cache", mirror)
+	if r.code != 0 || !strings.Contains(r.stdout, "cleaned "+mirror) {
+		t.Fatalf("registry clean-cache: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if out, _ := dockerOK("inspect", mirror); out != "" {
+		t.Fatal("the mirror survived clean-cache")
+	}
+	if r := marina(t, home, nil, "registry", "clean-cache", "nope"); r.code == 0 || !strings.Contains(r.stderr, `no registry mirror named "nope"`) {
+		t.Fatalf("clean-cache of an unknown mirror: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := marina(t, home, nil, "up"); r.code != 0 {
+		t.Fatalf("up after clean-cache: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if out, _ := dockerOK("inspect", "--format", "{{.State.Running}}", mirror); out != "true" {
+		t.Fatalf("up did not recreate the mirror: %q", out)
+	}
+
+	// The upstream is the test's own container: remove it so destroy can
+	// remove the network.
+	dockertest.Docker(t, "rm", "-f", upstream)
 	r = marina(t, home, nil, "destroy")
 	if r.code != 2 || !strings.Contains(r.stderr, "--yes") {
 		t.Fatalf("destroy without a terminal and without --yes: exit %d, want 2 asking for --yes\n%s", r.code, r.stderr)
@@ -205,7 +250,7 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("destroy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, name := range []string{etcd, dns} {
+	for _, name := range []string{etcd, dns, mirror} {
 		if out, _ := dockerOK("inspect", name); out != "" {
 			t.Errorf("container %s survived destroy", name)
 		}
