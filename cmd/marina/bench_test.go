@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bcollard/marina/test/dockertest"
 )
 
 // benchPlugins is how many plugins BenchmarkPluginList10 installs.
@@ -188,4 +190,42 @@ func TestMedianMS(t *testing.T) {
 			t.Errorf("medianMS(%v) = %v, want %v", c.in, got, c.want)
 		}
 	}
+}
+
+// BenchmarkUpNoop (issue 5): `marina up` on the host driver when the lab is
+// already up (every step finds nothing to change), against the same `up
+// --reconcile` (every step applied) measured in the same run. Goal: no-op
+// up under 1 s. Needs the Docker engine and the test images (tier 2).
+func BenchmarkUpNoop(b *testing.B) {
+	dockertest.Require(b)
+	home := b.TempDir()
+	id := "bench" + strings.ToLower(strings.ReplaceAll(time.Now().Format("150405.000"), ".", ""))
+	writeLabConfig(b, home, id)
+	b.Cleanup(func() { _, _ = runMarina(home, "destroy", "--yes") })
+	if _, err := runMarina(home, "up"); err != nil {
+		b.Fatal(err)
+	}
+	var noop, reconcile []time.Duration
+	timed := func(args ...string) time.Duration {
+		start := time.Now()
+		if _, err := runMarina(home, args...); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for b.Loop() {
+		noop = append(noop, timed("up"))
+		b.StopTimer()
+		reconcile = append(reconcile, timed("up", "--reconcile"))
+		b.StartTimer()
+	}
+	n, r := medianMS(noop), medianMS(reconcile)
+	b.ReportMetric(n, "noop-ms")
+	b.ReportMetric(r, "reconcile-ms")
+	b.ReportMetric(n/r, "noop-vs-reconcile")
+	verdict := "met"
+	if n >= 1000 {
+		verdict = "NOT met"
+	}
+	b.Logf("medians of %d runs: no-op up %.0f ms, up --reconcile %.0f ms, ratio %.2fx; goal no-op up < 1 s: %s", len(noop), n, r, n/r, verdict)
 }

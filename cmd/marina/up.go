@@ -99,12 +99,14 @@ func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), er
 
 // pipelineFlags are the flags of every state-changing pipeline command.
 type pipelineFlags struct {
-	dryRun bool
-	output string
+	dryRun    bool
+	reconcile bool
+	output    string
 }
 
 func (f *pipelineFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "show what would change, change nothing")
+	cmd.Flags().BoolVar(&f.reconcile, "reconcile", false, "apply every step even when its check finds nothing to change")
 	cmd.Flags().StringVar(&f.output, "progress", "auto", "progress output: auto (live on a terminal, plain lines otherwise), plain, or json (one event per line)")
 }
 
@@ -115,7 +117,7 @@ func (a *app) runPipeline(ctx context.Context, name string, steps []lifecycle.St
 		return nil, exitcode.NewUsage(fmt.Errorf("--progress %q: use auto, plain or json", f.output))
 	}
 	defer r.Close()
-	return lifecycle.Run(ctx, name, steps, lifecycle.Options{DryRun: f.dryRun, Renderer: r})
+	return lifecycle.Run(ctx, name, steps, lifecycle.Options{DryRun: f.dryRun, ForceApply: f.reconcile, Renderer: r})
 }
 
 func newUpCmd(a *app) *cobra.Command {

@@ -16,10 +16,10 @@ import (
 // e2eSubnet is this package's test bridge (other packages use other ones).
 const e2eSubnet = "172.24.0.0/16"
 
-// labConfig writes a config for a lab on the host driver that uses the
+// writeLabConfig writes a config for a lab on the host driver that uses the
 // locally built test images, a unique network and unique container names,
 // so it cannot touch a real lab on this machine.
-func labConfig(t *testing.T, home, id string) {
+func writeLabConfig(t testing.TB, home, id string) {
 	t.Helper()
 	cfg := `vm:
   name: e2e
@@ -125,7 +125,7 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	dockertest.Image(t, "coredns")
 	home := t.TempDir()
 	id := strings.ToLower(strings.ReplaceAll(time.Now().Format("150405.000000"), ".", ""))
-	labConfig(t, home, id)
+	writeLabConfig(t, home, id)
 	network := "marina-e2e-" + id
 	etcd, dns, mirror := "marina-e2e-etcd-"+id, "marina-e2e-dns-"+id, "marina-e2e-mirror-"+id
 	dockertest.Cleanup(t, []string{etcd, dns, mirror}, []string{etcd + "-data", "marina-registry-cache-" + mirror})

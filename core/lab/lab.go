@@ -285,6 +285,9 @@ func (l *Lab) stepHostChanges() lifecycle.Step {
 			return l.Host.Plan(ctx, changes, l.facts())
 		},
 		func(ctx context.Context, r lifecycle.Reporter, planned []lifecycle.Change) error {
+			if l.Host == nil {
+				return nil // ManualHostChanges tells the user
+			}
 			return l.Host.Apply(ctx, l.HostChanges(), l.facts())
 		})
 }

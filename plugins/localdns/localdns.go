@@ -17,6 +17,7 @@ package localdns
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/bcollard/marina/sdk"
@@ -73,10 +74,14 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 	if err != nil {
 		return nil, fmt.Errorf("local DNS etcd: %w", err)
 	}
-	log.Info("etcd container", "name", l.cfg.EtcdContainer, "action", out.Action, "reason", out.Reason, "id", out.ID)
-	req.Progress("waiting for etcd %s to be healthy", l.cfg.EtcdContainer)
-	if err := waitEtcdHealthy(ctx, c.API(), l.cfg.EtcdContainer, l.cfg.ReadyTimeout); err != nil {
-		return nil, err
+	log.Log(ctx, logLevel(out.Action), "etcd container", "name", l.cfg.EtcdContainer, "action", out.Action, "reason", out.Reason, "id", out.ID)
+	// A container left unchanged was running already: the readiness waits
+	// are for containers just (re)started, so a no-op re-run stays fast.
+	if out.Action != container.Unchanged {
+		req.Progress("waiting for etcd %s to be healthy", l.cfg.EtcdContainer)
+		if err := waitEtcdHealthy(ctx, c.API(), l.cfg.EtcdContainer, l.cfg.ReadyTimeout); err != nil {
+			return nil, err
+		}
 	}
 
 	req.Progress("CoreDNS %s at %s for %s", l.cfg.ServerContainer, l.serverIP, l.zone)
@@ -84,9 +89,11 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 	if err != nil {
 		return nil, fmt.Errorf("local DNS server: %w", err)
 	}
-	log.Info("CoreDNS container", "name", l.cfg.ServerContainer, "action", out.Action, "reason", out.Reason, "id", out.ID)
-	if err := waitSettled(ctx, c.API(), l.cfg.ServerContainer, l.cfg.ReadyTimeout); err != nil {
-		return nil, fmt.Errorf("local DNS server: %w", err)
+	log.Log(ctx, logLevel(out.Action), "CoreDNS container", "name", l.cfg.ServerContainer, "action", out.Action, "reason", out.Reason, "id", out.ID)
+	if out.Action != container.Unchanged {
+		if err := waitSettled(ctx, c.API(), l.cfg.ServerContainer, l.cfg.ReadyTimeout); err != nil {
+			return nil, fmt.Errorf("local DNS server: %w", err)
+		}
 	}
 
 	return &sdk.Result{
@@ -128,4 +135,13 @@ func (*Plugin) PreDestroy(ctx context.Context, req *sdk.Request) (*sdk.Result, e
 		return nil, fmt.Errorf("local DNS etcd data: %w (is another container using it? docker ps -a --filter volume=%s)", err, l.cfg.etcdVolume())
 	}
 	return res, nil
+}
+
+// logLevel logs what changed at Info and what was already in place at
+// Debug, so a no-op `marina up` stays quiet.
+func logLevel(a container.Action) slog.Level {
+	if a == container.Unchanged {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }

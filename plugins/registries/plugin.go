@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -145,7 +146,7 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 			line += " (" + out.Reason + ")"
 		}
 		req.Progress("%s", line)
-		log.Info("mirror converged", "mirror", m.Name, "upstream", m.upstream.String(), "port", m.Port,
+		log.Log(ctx, logLevel(out.Action), "mirror converged", "mirror", m.Name, "upstream", m.upstream.String(), "port", m.Port,
 			"action", string(out.Action), "reason", out.Reason, "container", shortID(out.ID), "cache", cacheName(req.Env, m))
 	}
 
@@ -357,3 +358,12 @@ func checkStaysUp(ctx context.Context, c *container.Client, name string) (string
 }
 
 func shortID(id string) string { return id[:min(12, len(id))] }
+
+// logLevel logs what changed at Info and what was already in place at
+// Debug, so a no-op `marina up` stays quiet.
+func logLevel(a container.Action) slog.Level {
+	if a == container.Unchanged {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
