@@ -95,6 +95,11 @@ deleted otherwise, and the exit status is 2).`,
 						}))
 				}
 				_, err = a.runPipeline(cmd.Context(), "destroy", steps, f)
+				if ha, ok := lb.Host.(*hostApplier); ok && err == nil && f.output != "json" {
+					for _, m := range ha.Manual() {
+						fmt.Fprintf(a.out, "\n%s", m)
+					}
+				}
 				if err == nil && f.output != "json" {
 					if manual := lb.ManualHostChanges(); len(manual) > 0 {
 						fmt.Fprintln(a.out, "\nUndo these host changes by hand if you made them:")

@@ -147,6 +147,11 @@ The config and every plugin's config are validated before anything changes.`,
 				if err != nil {
 					return err
 				}
+				if ha, ok := lb.Host.(*hostApplier); ok && f.output != "json" {
+					for _, m := range ha.Manual() {
+						fmt.Fprintf(a.out, "\n%s", m)
+					}
+				}
 				if manual := lb.ManualHostChanges(); len(manual) > 0 && f.output != "json" {
 					fmt.Fprintln(a.out, "\nmarina made no change on this machine for these plugin requests; make them by hand if you want them:")
 					for _, c := range manual {

@@ -145,7 +145,7 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("up with mirrors: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stdout, "set resolver for demo.internal: nameserver 172.24.255.53") {
+	if !strings.Contains(r.stdout, "To resolve demo.internal through 172.24.255.53") {
 		t.Errorf("up did not report the resolver change it could not make:\n%s", r.stdout)
 	}
 	st := labStatus(t, home)
