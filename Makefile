@@ -31,6 +31,12 @@ build:
 install:
 	$(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/marina
 
+## demo: marina's main job on this Linux machine: Docker, locally built service
+## images, marina up on the host driver, status, doctor, a name resolved (root)
+.PHONY: demo
+demo:
+	bash test/demo/demo.sh
+
 ## test: every test, with the race detector (the README's test command)
 test:
 	$(GO) test -race -count=1 ./...

@@ -164,6 +164,16 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	}
 	before := containerIDs(t, etcd, dns, mirror)
 
+	// A record written the way ExternalDNS writes it resolves through the
+	// lab's DNS server; an unknown name does not (exit 1).
+	dockertest.Exec(t, etcd, "etcdctl", "put", "/skydns/internal/demo/dev/default/web/1a2b3c4d", `{"host":"172.24.1.16","ttl":30}`)
+	if r := marina(t, home, nil, "dns", "lookup", "web.default.dev.demo.internal"); r.code != 0 || strings.TrimSpace(r.stdout) != "172.24.1.16" {
+		t.Fatalf("dns lookup: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "dns", "lookup", "nope.demo.internal"); r.code != 1 || !strings.Contains(r.stderr, "no such name") {
+		t.Fatalf("dns lookup of an unknown name: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+
 	r = marina(t, home, nil, "registry", "list", "-o", "json")
 	var mirrors []struct {
 		Name       string `json:"name"`
