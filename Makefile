@@ -46,6 +46,11 @@ test:
 test-images:
 	bash test/images/build.sh
 
+## test-kube: build the tier-3 binaries (kube-apiserver, kubectl, etcd) from Go modules
+.PHONY: test-kube
+test-kube:
+	bash test/tools/build.sh
+
 ## test-short: quick loop while editing
 test-short:
 	$(GO) test -count=1 ./...

@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/bcollard/marina/core/pluginset"
+	"github.com/bcollard/marina/plugins/coredns"
+	"github.com/bcollard/marina/plugins/externaldns"
 	"github.com/bcollard/marina/plugins/localdns"
 	"github.com/bcollard/marina/plugins/registries"
 )
@@ -11,7 +13,9 @@ import (
 // itself as `marina plugin-server NAME`, the path third-party plugins take.
 func builtins() pluginset.Builtins {
 	return pluginset.Builtins{
-		"localdns":   localdns.New,
-		"registries": registries.New,
+		"coredns":     coredns.New,
+		"externaldns": externaldns.New,
+		"localdns":    localdns.New,
+		"registries":  registries.New,
 	}
 }

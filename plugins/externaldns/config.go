@@ -1,0 +1,102 @@
+package externaldns
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bcollard/marina/sdk"
+)
+
+// Config is the externaldns plugin's configuration
+// (plugins.externaldns.config in ~/.marina/config.yaml).
+type Config struct {
+	// Sources are the ExternalDNS sources (--source).
+	Sources []string `json:"sources" doc:"ExternalDNS sources: service and/or ingress."`
+	// ServiceTypes restricts the service source to these Service types (--service-type-filter).
+	ServiceTypes []string `json:"serviceTypes" doc:"Service types the service source publishes: LoadBalancer, NodePort, ClusterIP, ExternalName."`
+	// Interval is the time between two full synchronisations (--interval);
+	// changes of watched objects trigger one sooner (--events).
+	Interval time.Duration `json:"interval" doc:"Time between two full synchronisations; changes of Services/Ingresses trigger one sooner (at least 1s)."`
+	// Policy is how records are synchronised (--policy).
+	Policy string `json:"policy" doc:"Record policy: sync (create, update and delete), upsert-only (never delete) or create-only."`
+	// StrictlyOwned stores the owner inside every etcd record and makes each
+	// cluster's ExternalDNS see only its own records (--coredns-strictly-owned).
+	StrictlyOwned bool `json:"strictlyOwned" doc:"Store the owner (cluster name) in every etcd record and let each cluster see only its own (ExternalDNS's multi-cluster mode for one etcd)."`
+	// WaitReady makes PostCluster wait until the Deployment is Available.
+	WaitReady bool `json:"waitReady" doc:"Wait until the ExternalDNS Deployment is Available (its image pulled and running) before the cluster counts as ready."`
+	// ReadyTimeout bounds that wait.
+	ReadyTimeout time.Duration `json:"readyTimeout" doc:"How long to wait for the Deployment to become Available when waitReady is set (the hook's own timeout also bounds it)."`
+}
+
+// defaultConfig is the plugin's defaults (Info.Config).
+func defaultConfig() *Config {
+	return &Config{
+		Sources:       []string{"service"},
+		ServiceTypes:  []string{"LoadBalancer"},
+		Interval:      10 * time.Second,
+		Policy:        "sync",
+		StrictlyOwned: true,
+		WaitReady:     true,
+		ReadyTimeout:  3 * time.Minute,
+	}
+}
+
+// knownSources are the sources this plugin grants RBAC for. Others need
+// permissions (and often CRDs) the plugin does not render.
+var knownSources = []string{"service", "ingress"}
+
+// knownServiceTypes are the values --service-type-filter accepts
+// (source/service.go, knownServiceTypes, in ExternalDNS v0.23.0).
+var knownServiceTypes = []string{"ClusterIP", "NodePort", "LoadBalancer", "ExternalName"}
+
+// knownPolicies are the values --policy accepts (pkg/apis/externaldns/types.go).
+var knownPolicies = []string{"sync", "upsert-only", "create-only"}
+
+// maxReadyTimeout is a sanity bound; the PostCluster hook's deadline
+// (plugins.externaldns.timeout) bounds the wait as well.
+const maxReadyTimeout = time.Hour
+
+// Validate checks the config; every problem names its field.
+func (c *Config) Validate() []sdk.Diagnostic {
+	var ds []sdk.Diagnostic
+	if len(c.Sources) == 0 {
+		ds = append(ds, sdk.Errorf("sources", "must name at least one source (%s)", strings.Join(knownSources, ", ")))
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Sources {
+		path := fmt.Sprintf("sources[%d]", i)
+		switch {
+		case !slices.Contains(knownSources, s):
+			ds = append(ds, sdk.Errorf(path, "unknown source %q: the plugin supports %s", s, strings.Join(knownSources, ", ")))
+		case seen[s]:
+			ds = append(ds, sdk.Errorf(path, "source %q is listed twice", s))
+		}
+		seen[s] = true
+	}
+	if slices.Contains(c.Sources, "service") && len(c.ServiceTypes) == 0 {
+		ds = append(ds, sdk.Errorf("serviceTypes", "must name at least one Service type (%s)", strings.Join(knownServiceTypes, ", ")))
+	}
+	seen = map[string]bool{}
+	for i, t := range c.ServiceTypes {
+		path := fmt.Sprintf("serviceTypes[%d]", i)
+		switch {
+		case !slices.Contains(knownServiceTypes, t):
+			ds = append(ds, sdk.Errorf(path, "unknown Service type %q: use one of %s (case matters)", t, strings.Join(knownServiceTypes, ", ")))
+		case seen[t]:
+			ds = append(ds, sdk.Errorf(path, "Service type %q is listed twice", t))
+		}
+		seen[t] = true
+	}
+	if c.Interval < time.Second {
+		ds = append(ds, sdk.Errorf("interval", "must be at least 1s, got %s", c.Interval))
+	}
+	if !slices.Contains(knownPolicies, c.Policy) {
+		ds = append(ds, sdk.Errorf("policy", "unknown policy %q: use one of %s", c.Policy, strings.Join(knownPolicies, ", ")))
+	}
+	if c.WaitReady && (c.ReadyTimeout < time.Second || c.ReadyTimeout > maxReadyTimeout) {
+		ds = append(ds, sdk.Errorf("readyTimeout", "must be between 1s and %s when waitReady is set, got %s", maxReadyTimeout, c.ReadyTimeout))
+	}
+	return ds
+}
