@@ -5,6 +5,7 @@ import (
 	"github.com/bcollard/marina/plugins/coredns"
 	"github.com/bcollard/marina/plugins/externaldns"
 	"github.com/bcollard/marina/plugins/localdns"
+	"github.com/bcollard/marina/plugins/metallb"
 	"github.com/bcollard/marina/plugins/registries"
 )
 
@@ -16,6 +17,7 @@ func builtins() pluginset.Builtins {
 		"coredns":     coredns.New,
 		"externaldns": externaldns.New,
 		"localdns":    localdns.New,
+		"metallb":     metallb.New,
 		"registries":  registries.New,
 	}
 }

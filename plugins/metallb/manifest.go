@@ -1,0 +1,185 @@
+package metallb
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/bcollard/marina/sdk/kube"
+)
+
+// MetalLB's pinned release. The manifest is upstream's
+// config/manifests/metallb-native.yaml of this tag, byte for byte (the same
+// file is in the Go module go.universe.tf/metallb at this version).
+const (
+	MetalLBVersion = "v0.16.2"
+	// ManifestSHA256 is the sha256 of the embedded manifest. Updating
+	// MetalLB means replacing the file and this digest together (the
+	// package's tests check both against the module's copy).
+	ManifestSHA256 = "e5f7c268f114c446dc60aaad71b7cabf861f637743e033e354d7d48592807c6d"
+)
+
+// The images the manifest pins, used unless the environment overrides them
+// (Env.Images[ImageKeyController] / [ImageKeySpeaker], i.e. marina's
+// images.metallbController / images.metallbSpeaker settings).
+const (
+	DefaultControllerImage = "quay.io/metallb/controller:" + MetalLBVersion
+	DefaultSpeakerImage    = "quay.io/metallb/speaker:" + MetalLBVersion
+
+	ImageKeyController = "metallbController"
+	ImageKeySpeaker    = "metallbSpeaker"
+)
+
+// What the manifest installs, by name.
+const (
+	// Namespace is where MetalLB runs and where its pools live.
+	Namespace = "metallb-system"
+	// ControllerDeployment is the controller (IP allocation and the
+	// admission webhook); SpeakerDaemonSet announces addresses from every node.
+	ControllerDeployment = "controller"
+	SpeakerDaemonSet     = "speaker"
+	controllerContainer  = "controller"
+	speakerContainer     = "speaker"
+)
+
+//go:embed manifests/metallb-native-v0.16.2.yaml
+var nativeManifest []byte
+
+// manifestErr is set at init when the embedded manifest is not the pinned
+// one; PostCluster refuses to install anything then. (Failing init would
+// take the whole marina binary down with it.)
+var manifestErr = verifyManifest(nativeManifest)
+
+func verifyManifest(b []byte) error {
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); got != ManifestSHA256 {
+		return fmt.Errorf("the embedded MetalLB %s manifest has sha256 %s, want %s: the build is corrupt or the file was edited; restore manifests/metallb-native-%s.yaml from go.universe.tf/metallb@%s", MetalLBVersion, got, ManifestSHA256, MetalLBVersion, MetalLBVersion)
+	}
+	return nil
+}
+
+// manifestObjects decodes the pinned manifest, points the controller
+// Deployment and the speaker DaemonSet at the given images ("" keeps the
+// pinned image) and labels every object as marina's (ownershipLabels).
+// The images are set through the typed apply configurations of those
+// objects, so nothing else in them changes.
+func manifestObjects(controllerImage, speakerImage string) ([]*unstructured.Unstructured, error) {
+	if manifestErr != nil {
+		return nil, manifestErr
+	}
+	objs, err := kube.DecodeManifests(nativeManifest)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the embedded MetalLB manifest: %w", err)
+	}
+	var sawController, sawSpeaker bool
+	for i, o := range objs {
+		if o.GetNamespace() != Namespace {
+			continue
+		}
+		switch {
+		case o.GetKind() == "Deployment" && o.GetName() == ControllerDeployment:
+			sawController = true
+			if controllerImage != "" {
+				if objs[i], err = setDeploymentImage(o, controllerContainer, controllerImage); err != nil {
+					return nil, err
+				}
+			}
+		case o.GetKind() == "DaemonSet" && o.GetName() == SpeakerDaemonSet:
+			sawSpeaker = true
+			if speakerImage != "" {
+				if objs[i], err = setDaemonSetImage(o, speakerContainer, speakerImage); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if !sawController || !sawSpeaker {
+		return nil, fmt.Errorf("the embedded MetalLB manifest has no Deployment %s/%s or DaemonSet %s/%s", Namespace, ControllerDeployment, Namespace, SpeakerDaemonSet)
+	}
+	for _, o := range objs {
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		for k, v := range ownershipLabels {
+			labels[k] = v
+		}
+		o.SetLabels(labels)
+	}
+	return objs, nil
+}
+
+// ownershipLabels are added to every object the plugin applies. They say
+// who installed it (kubectl get crd,all -A -l marina.dev/plugin=metallb),
+// and they give the plugin a field of its own in objects upstream ships
+// with nothing but a name (the Secret metallb-webhook-cert): the API server
+// records no managed fields for an apply that sets none, and then writes
+// the object once on the next re-apply; with the labels a re-run writes
+// nothing.
+var ownershipLabels = map[string]string{
+	LabelManagedBy: "marina",
+	LabelPlugin:    Name,
+}
+
+func setDeploymentImage(o *unstructured.Unstructured, container, image string) (*unstructured.Unstructured, error) {
+	var d appsv1ac.DeploymentApplyConfiguration
+	if err := convert(o.Object, &d); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", kube.Describe(o), err)
+	}
+	if d.Spec == nil || d.Spec.Template == nil || d.Spec.Template.Spec == nil {
+		return nil, fmt.Errorf("%s has no pod template", kube.Describe(o))
+	}
+	if err := setImage(d.Spec.Template.Spec.Containers, container, image); err != nil {
+		return nil, fmt.Errorf("%s: %w", kube.Describe(o), err)
+	}
+	return toUnstructured(&d)
+}
+
+func setDaemonSetImage(o *unstructured.Unstructured, container, image string) (*unstructured.Unstructured, error) {
+	var ds appsv1ac.DaemonSetApplyConfiguration
+	if err := convert(o.Object, &ds); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", kube.Describe(o), err)
+	}
+	if ds.Spec == nil || ds.Spec.Template == nil || ds.Spec.Template.Spec == nil {
+		return nil, fmt.Errorf("%s has no pod template", kube.Describe(o))
+	}
+	if err := setImage(ds.Spec.Template.Spec.Containers, container, image); err != nil {
+		return nil, fmt.Errorf("%s: %w", kube.Describe(o), err)
+	}
+	return toUnstructured(&ds)
+}
+
+func setImage(containers []corev1ac.ContainerApplyConfiguration, name, image string) error {
+	for i := range containers {
+		if containers[i].Name != nil && *containers[i].Name == name {
+			containers[i].Image = &image
+			return nil
+		}
+	}
+	return fmt.Errorf("no container named %q", name)
+}
+
+// convert moves a value between representations through JSON (apply
+// configurations have omitempty pointers throughout, so nothing is added).
+func convert(from, to any) error {
+	b, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return utiljson.Unmarshal(b, to)
+}
+
+func toUnstructured(v any) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := convert(v, &m); err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
