@@ -185,3 +185,33 @@ func TestRunLogPruning(t *testing.T) {
 		t.Fatalf("kept %d, first %s", len(entries), entries[0].Name())
 	}
 }
+
+// TestBuiltinsListed: the five built-ins appear in `plugin list` with their
+// version, protocol and hooks, described by the plugins themselves, and each
+// really serves out of process (`plugin info` starts none; the dispatcher
+// path is covered by the up end-to-end test).
+func TestBuiltinsListed(t *testing.T) {
+	home := t.TempDir()
+	want := map[string][]string{
+		"registries":  {"PostUp", "PreCluster", "PreDestroy"},
+		"localdns":    {"PostUp", "PreDestroy"},
+		"metallb":     {"PostCluster"},
+		"coredns":     {"PostCluster"},
+		"externaldns": {"PostCluster", "PreClusterDelete"},
+	}
+	rows := listPlugins(t, home)
+	for name, hooks := range want {
+		got := rowsFor(rows, name)
+		if len(got) != 1 {
+			t.Fatalf("%s: %d rows in plugin list, want 1: %+v", name, len(got), rows)
+		}
+		r := got[0]
+		if r.Source != "built-in" || r.Status != "active" || r.Protocol != "1.0" || r.Version == "" || strings.Join(r.Hooks, ",") != strings.Join(hooks, ",") {
+			t.Errorf("%s: %+v, want active built-in with hooks %v", name, r, hooks)
+		}
+	}
+	// The built-in serves the plugin protocol when marina re-executes itself.
+	if r := marina(t, home, nil, "plugin", "info", "metallb", "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"PostCluster"`) {
+		t.Fatalf("plugin info metallb: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
