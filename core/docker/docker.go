@@ -39,7 +39,7 @@ type Client struct {
 
 // Open connects to the engine at host and checks that it answers.
 func Open(ctx context.Context, host string) (*Client, error) {
-	api, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	api, err := client.New(client.WithHost(host))
 	if err != nil {
 		return nil, fmt.Errorf("docker endpoint %q: %w", host, err)
 	}

@@ -168,7 +168,7 @@ func WithHashKey(key []byte) Option {
 // unix:///var/run/docker.sock; "" means DOCKER_HOST or the platform default)
 // and checks that the engine answers.
 func Connect(ctx context.Context, host string, opts ...Option) (*Client, error) {
-	copts := []client.Opt{client.WithAPIVersionNegotiation()}
+	var copts []client.Opt
 	if host != "" {
 		copts = append(copts, client.WithHost(host))
 	} else {

@@ -185,10 +185,10 @@ func TestList(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tag := uniqueName("list")
-	var names []string
+	names := map[string]bool{}
 	for i := 0; i < 2; i++ {
 		name := uniqueName("marina-ct-list")
-		names = append(names, name)
+		names[name] = true
 		dockertest.Cleanup(t, []string{name}, nil)
 		labels := dockertest.Labels(t)
 		labels["marina.test.group"] = tag
@@ -204,7 +204,7 @@ func TestList(t *testing.T) {
 		t.Fatalf("List = %d containers, want 2: %+v", len(got), got)
 	}
 	for _, st := range got {
-		if !strings.HasPrefix(st.Name, "marina-ct-list-") || st.Labels[container.LabelManagedBy] != container.ManagedBy {
+		if !names[st.Name] || st.Labels[container.LabelManagedBy] != container.ManagedBy {
 			t.Fatalf("List item %+v", st)
 		}
 	}
