@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bcollard/marina/core/dockercontext"
+	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/vm"
 )
 
@@ -122,25 +123,5 @@ func newShellCmd(a *app) *cobra.Command {
 	}
 }
 
-// shellQuote quotes s for POSIX shells when it needs it.
-func shellQuote(s string) string {
-	safe := true
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '/' || r == ':' || r == '.' || r == '_' || r == '-' || r == '@' || r == '=') {
-			safe = false
-			break
-		}
-	}
-	if safe && s != "" {
-		return s
-	}
-	out := "'"
-	for _, r := range s {
-		if r == '\'' {
-			out += `'\''`
-		} else {
-			out += string(r)
-		}
-	}
-	return out + "'"
-}
+// shellQuote quotes s for POSIX shells (for lines users paste).
+func shellQuote(s string) string { return hostnet.Quote(s) }

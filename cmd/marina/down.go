@@ -17,6 +17,7 @@ import (
 
 func newDownCmd(a *app) *cobra.Command {
 	var f pipelineFlags
+	var removeRoute bool
 	cmd := &cobra.Command{
 		Use:     "down",
 		GroupID: "lab",
@@ -34,7 +35,7 @@ machine, and the services keep running.`,
 					return err
 				}
 				defer closeLab()
-				steps, err := lb.DownSteps(cmd.Context())
+				steps, err := lb.DownSteps(cmd.Context(), removeRoute)
 				if err != nil {
 					return err
 				}
@@ -44,6 +45,7 @@ machine, and the services keep running.`,
 		},
 	}
 	f.add(cmd)
+	cmd.Flags().BoolVar(&removeRoute, "remove-route", false, "also remove the host route to the bridge (asks for sudo)")
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/lifecycle"
@@ -101,4 +102,17 @@ func (h *hostApplier) Manual() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]string(nil), h.manual...)
+}
+
+// newRoute returns the host route to the bridge for drivers that need one
+// (lima: the bridge lives in the VM), nil otherwise.
+func newRoute(a *app, cfg *config.Config, driver vm.Driver) *hostnet.Route {
+	if driver.Name() != "lima" {
+		return nil
+	}
+	goos := hostnet.Linux
+	if runtime.GOOS == "darwin" {
+		goos = hostnet.Darwin
+	}
+	return &hostnet.Route{OS: goos, CIDR: cfg.Network.BridgeCIDR, Priv: hostnet.NewPrivileged(a.err)}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/pluginset"
+	"github.com/bcollard/marina/core/vm/lima"
 )
 
 func main() {
@@ -19,6 +20,18 @@ func main() {
 	// third-party plugin binary (SIGTERM ends it).
 	if len(os.Args) == 3 && os.Args[1] == pluginset.ServeArg {
 		os.Exit(servePlugin(os.Args[2], os.Stderr))
+	}
+	// Lima's host agent: Lima re-executes marina as `marina hostagent ...`
+	// for each running VM (the lima driver).
+	if lima.IsHostAgentInvocation(os.Args[1:]) {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := lima.RunHostAgent(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "marina hostagent: %v\n", err)
+			os.Exit(exitcode.Failure)
+		}
+		os.Exit(exitcode.OK)
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/lima"
 )
 
 // marinaDir returns ~/.marina (the lab's state, logs, plugins and caches).
@@ -39,7 +40,11 @@ func newDriver(cfg *config.Config) (vm.Driver, error) {
 	case "host":
 		return &vm.Host{VMName: cfg.VM.Name}, nil
 	default:
-		return nil, exitcode.NewUsage(fmt.Errorf("vm.driver %s is not available in this build yet; use vm.driver: host (Docker on this machine)", name))
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, err
+		}
+		return lima.New(cfg, home), nil
 	}
 }
 
@@ -90,6 +95,7 @@ func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), er
 		RunID: strconv.FormatInt(time.Now().UnixNano(), 36),
 	}
 	lb.Host = newHostApplier(a, drv)
+	lb.Route = newRoute(a, l.Config, drv)
 	return lb, l, func() {
 		if err := d.Close(); err != nil {
 			a.log.Warn("stopping plugins", "err", err)

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/vm"
 )
 
@@ -71,6 +72,23 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 	add(Check{Name: "machine", Status: OK, Detail: fmt.Sprintf("%s (%s), Docker at %s", m.Name, m.Driver, m.DockerHost)})
 	for _, d := range m.Drift {
 		add(Check{Name: "machine config", Status: Warn, Detail: d, Fix: "marina destroy && marina up (the VM keeps the settings it was created with)"})
+	}
+
+	if c := l.routeCheck(ctx, m); c != nil {
+		add(*c)
+	}
+	if l.Route != nil {
+		gs, err := hostnet.CheckGuestNetwork(ctx, hostnet.DriverExec(l.Driver), l.guestNetSpec())
+		if err != nil {
+			add(Check{Name: "guest network", Status: Fail, Detail: err.Error(), Fix: "marina up"})
+		}
+		for _, c := range gs.Checks {
+			chk := Check{Name: "guest " + c.Name, Status: OK, Detail: c.Detail}
+			if !c.OK {
+				chk.Status, chk.Fix = Fail, "marina up"
+			}
+			add(chk)
+		}
 	}
 
 	n := st.Network

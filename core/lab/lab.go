@@ -18,6 +18,7 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/docker"
 	"github.com/bcollard/marina/core/hookenv"
+	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/slot"
@@ -57,6 +58,9 @@ type Lab struct {
 	Runtime hookenv.Runtime
 	// Host applies host changes; nil means they are reported, not made.
 	Host HostApplier
+	// Route, when set (lima driver), routes the bridge CIDR to the VM; the
+	// guest's forwarding and no-SNAT rules are then ensured too.
+	Route *hostnet.Route
 	// RunID identifies this run in plugin logs.
 	RunID string
 
@@ -87,12 +91,11 @@ func Bridge(cfg *config.Config) (docker.NetworkSpec, error) {
 
 // UpSteps returns the `marina up` pipeline.
 func (l *Lab) UpSteps() []lifecycle.Step {
-	return []lifecycle.Step{
-		l.stepMachine(),
-		l.stepNetwork(),
-		l.stepPostUp(),
-		l.stepHostChanges(),
+	steps := []lifecycle.Step{l.stepMachine(), l.stepNetwork()}
+	if l.Route != nil {
+		steps = append(steps, l.stepGuestNetwork(), l.stepRoute())
 	}
+	return append(steps, l.stepPostUp(), l.stepHostChanges())
 }
 
 func (l *Lab) setStatus(st vm.Status) {
@@ -428,9 +431,9 @@ func (l *Lab) machineRunning(ctx context.Context) (bool, error) {
 	return st.State == vm.Running, nil
 }
 
-// DownSteps returns the `marina down` pipeline: PreDown hooks, then stop
-// the machine (keeping everything in it).
-func (l *Lab) DownSteps(ctx context.Context) ([]lifecycle.Step, error) {
+// DownSteps returns the `marina down` pipeline: PreDown hooks, the route
+// when removeRoute (lima), then stop the machine (keeping everything in it).
+func (l *Lab) DownSteps(ctx context.Context, removeRoute bool) ([]lifecycle.Step, error) {
 	running, err := l.machineRunning(ctx)
 	if err != nil {
 		return nil, err
@@ -442,6 +445,9 @@ func (l *Lab) DownSteps(ctx context.Context) ([]lifecycle.Step, error) {
 	stopName := "Stop VM"
 	if l.Driver.Name() == "host" {
 		stopName = "Stop machine (nothing to stop: the host driver does not own Docker)"
+	}
+	if removeRoute && l.Route != nil {
+		steps = append(steps, l.stepRemoveRoute())
 	}
 	steps = append(steps, lifecycle.NewStep(stopName,
 		func(ctx context.Context) ([]lifecycle.Change, error) {
@@ -467,6 +473,9 @@ func (l *Lab) DestroySteps(ctx context.Context) ([]lifecycle.Step, error) {
 	var steps []lifecycle.Step
 	if running {
 		steps = append(steps, l.stepHook("Plugins: PreDestroy", sdk.PreDestroy), l.stepHostChanges(), l.stepRemoveNetwork())
+	}
+	if l.Route != nil {
+		steps = append(steps, l.stepRemoveRoute())
 	}
 	steps = append(steps, lifecycle.NewStep("Delete machine",
 		func(ctx context.Context) ([]lifecycle.Change, error) {

@@ -76,7 +76,7 @@ func TestDoctorMachineDown(t *testing.T) {
 // that is down; the steps that remain say what they would do.
 func TestDownAndDestroyWithMachineDown(t *testing.T) {
 	l := &Lab{Config: config.Default(), Driver: stopped{&vm.Host{}}}
-	down, err := l.DownSteps(context.Background())
+	down, err := l.DownSteps(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,128 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/bcollard/marina/core/hostnet"
+	"github.com/bcollard/marina/core/lifecycle"
+	"github.com/bcollard/marina/core/vm"
+)
+
+// The lima driver's network steps: the guest forwards and does not SNAT
+// traffic between the bridge and the host, and the host routes the bridge
+// CIDR to the VM. The host driver needs neither (the bridge is local).
+
+func (l *Lab) guestNetSpec() hostnet.GuestNetSpec {
+	return hostnet.GuestNetSpec{BridgeCIDR: l.Config.Network.BridgeCIDR}
+}
+
+func (l *Lab) guestIP() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.status.GuestIP
+}
+
+// stepGuestNetwork makes sure the guest forwards between the bridge and the
+// host and exempts that traffic from SNAT (persisted across restarts).
+func (l *Lab) stepGuestNetwork() lifecycle.Step {
+	exec := hostnet.DriverExec(l.Driver)
+	return lifecycle.NewStep("Guest network (forwarding, no SNAT to the host)",
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			if l.dockerHost() == "" {
+				return []lifecycle.Change{{Action: "configure", Target: "guest forwarding and no-SNAT rules"}}, nil
+			}
+			st, err := hostnet.CheckGuestNetwork(ctx, exec, l.guestNetSpec())
+			if err != nil {
+				return nil, err
+			}
+			var changes []lifecycle.Change
+			for _, c := range st.Checks {
+				if !c.OK {
+					changes = append(changes, lifecycle.Change{Action: "fix", Target: c.Name, Detail: c.Detail})
+				}
+			}
+			return changes, nil
+		},
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			res, err := hostnet.EnsureGuestNetwork(ctx, exec, l.guestNetSpec())
+			for _, c := range res.Changes {
+				r.Progress(c)
+			}
+			return err
+		})
+}
+
+// stepRoute routes the bridge CIDR to the VM's address (sudo only when the
+// route is missing or points elsewhere).
+func (l *Lab) stepRoute() lifecycle.Step {
+	return lifecycle.NewStep("Route "+l.Config.Network.BridgeCIDR+" to the VM",
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			gw := l.guestIP()
+			if gw == "" {
+				if l.dockerHost() == "" { // dry run before the VM exists
+					return []lifecycle.Change{{Action: "add", Target: "route " + l.Config.Network.BridgeCIDR, Detail: "via the VM's address"}}, nil
+				}
+				return nil, errors.New("the VM reports no address on its host network (lima0); the bridge cannot be routed. " +
+					"Check `marina status`; on Linux hosts the lima driver's qemu VMs have no lima0: use vm.driver host")
+			}
+			_, cmds, err := l.Route.Plan(ctx, gw)
+			if err != nil {
+				return nil, err
+			}
+			var changes []lifecycle.Change
+			for _, c := range cmds {
+				changes = append(changes, lifecycle.Change{Action: "run", Target: c.Render(true)})
+			}
+			return changes, nil
+		},
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			_, err := l.Route.Ensure(ctx, l.guestIP())
+			return err
+		})
+}
+
+// stepRemoveRoute removes the route (down --remove-route, destroy).
+func (l *Lab) stepRemoveRoute() lifecycle.Step {
+	return lifecycle.NewStep("Remove route "+l.Config.Network.BridgeCIDR,
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			_, cmds, err := l.Route.PlanRemove(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var changes []lifecycle.Change
+			for _, c := range cmds {
+				changes = append(changes, lifecycle.Change{Action: "run", Target: c.Render(true)})
+			}
+			return changes, nil
+		},
+		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			_, err := l.Route.Remove(ctx)
+			return err
+		})
+}
+
+// RouteStatus reports the route for status and doctor ("" when the lab has
+// no route to check).
+func (l *Lab) routeCheck(ctx context.Context, st vm.Status) *Check {
+	if l.Route == nil {
+		return nil
+	}
+	name := "route " + l.Config.Network.BridgeCIDR
+	if st.GuestIP == "" {
+		return &Check{Name: name, Status: Warn, Detail: "the VM reports no lima0 address; nothing to route to"}
+	}
+	rs, err := l.Route.Check(ctx, st.GuestIP)
+	if err != nil {
+		return &Check{Name: name, Status: Fail, Detail: err.Error(), Fix: "marina up"}
+	}
+	if !rs.Correct {
+		detail := rs.Detail
+		if detail == "" {
+			detail = fmt.Sprintf("not via %s", st.GuestIP)
+		}
+		return &Check{Name: name, Status: Fail, Detail: detail, Fix: "marina up (adds or fixes the route; asks for sudo)"}
+	}
+	return &Check{Name: name, Status: OK, Detail: "via " + st.GuestIP}
+}

@@ -1,0 +1,28 @@
+// Package lima is marina's "lima" VM driver (the default on macOS): one Lima
+// VM, managed through Lima itself used as a library
+// (github.com/lima-vm/lima/v2, pinned at v2.2.0), that runs Docker and every
+// kind cluster.
+//
+// What it owns:
+//   - the VM template (Template, Render): Lima's own typed configuration —
+//     vz + vzNAT + virtiofs on macOS, qemu on Linux; cpus/memory/disk from
+//     the config; Rosetta on Apple silicon when asked; the registry cache
+//     shared from the host; the Docker socket forwarded to
+//     ~/.<vm name>.docker.sock; Lima's port mirroring off unless the config
+//     turns it on;
+//   - the guest provisioning script (Provision): idempotent, every download
+//     pinned by SHA-256 (pins.go is the one place that pins them);
+//   - the instance state, kept under its own LIMA_HOME (~/.marina/lima) so
+//     that marina's VM coexists with Colima, Rancher Desktop, or any other
+//     Lima user;
+//   - guest commands (Driver.Exec): argv, never a shell string, over one
+//     reused SSH connection, with a deadline enforced on both ends, stopped
+//     on cancellation;
+//   - the host agent (RunHostAgent): Lima runs a host agent per VM by
+//     re-executing the current program as `<program> hostagent ...`, so
+//     marina's main must hand such invocations to RunHostAgent.
+//
+// On macOS the vz driver needs cgo and the com.apple.security.virtualization
+// entitlement; a binary built with CGO_ENABLED=0 compiles (and vets) but
+// refuses to start a vz VM, with an error that says so.
+package lima

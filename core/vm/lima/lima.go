@@ -1,0 +1,516 @@
+package lima
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lima-vm/lima/v2/pkg/limatype"
+	"github.com/lima-vm/lima/v2/pkg/limatype/filenames"
+	"golang.org/x/term"
+
+	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/docker"
+	"github.com/bcollard/marina/core/vm"
+)
+
+// Driver is the lima driver: vm.Driver for marina's Lima VM.
+type Driver struct {
+	// GuestAgent is the Lima guest agent binary for the VM's architecture
+	// (lima-guestagent.Linux-<arch>[.gz]). Empty means: look in
+	// ~/.marina/share/lima, then in <prefix>/share/lima next to the marina
+	// binary (where Lima's own packages put it).
+	GuestAgent string
+	// Executable is the program Lima starts as the VM's host agent
+	// (`<Executable> hostagent ...`); empty means this program.
+	Executable string
+	// ExecTimeout bounds Exec when ctx has no deadline (default 2 minutes).
+	ExecTimeout time.Duration
+	// Images replaces DefaultImages when the VM is created.
+	Images []Image
+
+	cfg          *config.Config
+	home         string
+	goos, goarch string
+	lima         limaAPI
+	pingDocker   func(ctx context.Context, host string) error
+	ssh          *sshExecutor
+	// vzAvailable reports whether Lima's vz driver is compiled in.
+	vzAvailable bool
+	// dockerWait bounds the wait for the forwarded Docker socket after a start.
+	dockerWait time.Duration
+}
+
+var _ vm.Driver = (*Driver)(nil)
+
+// New returns the lima driver for cfg (a loaded, validated config) and the
+// user's home directory home, under which the VM's state lives
+// (~/.marina/lima, Lima's LIMA_HOME for marina).
+func New(cfg *config.Config, home string) *Driver {
+	d := &Driver{
+		cfg:         cfg,
+		home:        home,
+		goos:        runtime.GOOS,
+		goarch:      runtime.GOARCH,
+		lima:        &library{limaHome: LimaHome(home)},
+		pingDocker:  pingDocker,
+		vzAvailable: vzCompiled,
+		dockerWait:  60 * time.Second,
+	}
+	d.ssh = newSSHExecutor(guestUser, d.sshTarget)
+	return d
+}
+
+// LimaHome is marina's LIMA_HOME: ~/.marina/lima.
+func LimaHome(home string) string { return filepath.Join(home, ".marina", "lima") }
+
+// Name returns "lima".
+func (d *Driver) Name() string { return "lima" }
+
+func (d *Driver) vmName() string { return d.cfg.VM.Name }
+
+func (d *Driver) dockerHost() string { return "unix://" + DockerSocket(d.home, d.vmName()) }
+
+func pingDocker(ctx context.Context, host string) error {
+	c, err := docker.Open(ctx, host)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// Status inspects the VM without changing it.
+func (d *Driver) Status(ctx context.Context) (vm.Status, error) {
+	st := vm.Status{Driver: "lima", Name: d.vmName()}
+	inst, err := d.lima.Inspect(ctx, d.vmName())
+	if errors.Is(err, fs.ErrNotExist) {
+		st.State = vm.Absent
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+	}
+	d.describe(inst, &st)
+	switch inst.Status {
+	case limatype.StatusRunning:
+		if err := d.pingDocker(ctx, st.DockerHost); err != nil {
+			st.State = vm.Stopped
+			st.Detail = fmt.Sprintf("the VM runs but Docker does not answer at %s: %v; `marina up` restarts what is missing", st.DockerHost, err)
+			return st, nil
+		}
+		st.State = vm.Running
+		if inst.VMType == limatype.VZ {
+			ip, err := d.guestIP(ctx)
+			if err != nil {
+				st.Detail = "cannot read the VM's lima0 address: " + err.Error()
+			}
+			st.GuestIP = ip
+		}
+	case limatype.StatusStopped:
+		st.State = vm.Stopped
+		st.Detail = "the VM is stopped; `marina up` starts it"
+	default:
+		st.State = vm.Stopped
+		st.Detail = fmt.Sprintf("Lima reports the VM as %q%s; `marina down && marina up` restarts it, `marina destroy` removes it",
+			inst.Status, instErrors(inst))
+	}
+	return st, nil
+}
+
+// describe fills what the instance records: resources, architecture, drift.
+func (d *Driver) describe(inst *limatype.Instance, st *vm.Status) {
+	st.DockerHost = d.dockerHost()
+	st.Arch = goarchOf(inst.Arch)
+	rec, err := readRecord(inst.Dir)
+	if err != nil {
+		st.Drift = append(st.Drift, err.Error())
+	}
+	want := recordOf(d.cfg, d.goos, d.goarch)
+	if rec == nil && inst.Config != nil {
+		// Not created by this marina (or the record was lost): compare
+		// what Lima itself recorded.
+		c := inst.Config
+		rec = &Record{CPUs: deref(c.CPUs), Memory: deref(c.Memory), Disk: deref(c.Disk),
+			Rosetta: want.Rosetta, CacheStorage: want.CacheStorage, DisablePortMirroring: want.DisablePortMirroring}
+		st.Drift = append(st.Drift, fmt.Sprintf("%s is missing, so vm.rosetta, registries.cacheStorage and network.disablePortMirroring cannot be compared with the VM",
+			filepath.Join(inst.Dir, recordFile)))
+	}
+	if rec != nil {
+		st.CPUs, st.Memory, st.Disk = rec.CPUs, rec.Memory, rec.Disk
+		st.Drift = append(st.Drift, Drift(*rec, want)...)
+	}
+}
+
+func instErrors(inst *limatype.Instance) string {
+	if len(inst.Errors) == 0 {
+		return ""
+	}
+	msgs := make([]string, len(inst.Errors))
+	for i, e := range inst.Errors {
+		msgs[i] = e.Error()
+	}
+	return " (" + strings.Join(msgs, "; ") + ")"
+}
+
+func goarchOf(a limatype.Arch) string {
+	switch a {
+	case limatype.AARCH64:
+		return "arm64"
+	case limatype.X8664:
+		return "amd64"
+	}
+	return a
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// guestIP reads the VM's address on lima0 (the vzNAT network the host
+// routes the bridge to).
+func (d *Driver) guestIP(ctx context.Context) (string, error) {
+	out, err := d.Exec(ctx, []string{"ip", "-o", "-4", "addr", "show", "lima0"}, nil)
+	if err != nil {
+		return "", err
+	}
+	return parseIPAddr(string(out))
+}
+
+// parseIPAddr extracts the first IPv4 address from `ip -o -4 addr show`
+// output ("3: lima0    inet 192.168.64.3/24 brd ... scope global lima0 ...").
+func parseIPAddr(out string) (string, error) {
+	f := strings.Fields(out)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] != "inet" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f[i+1])
+		if err != nil || !p.Addr().Is4() {
+			return "", fmt.Errorf("unexpected address %q in `ip addr` output", f[i+1])
+		}
+		return p.Addr().String(), nil
+	}
+	return "", fmt.Errorf("lima0 has no IPv4 address (ip printed %q)", strings.TrimSpace(out))
+}
+
+// Start creates the VM when absent and starts it when stopped; on a
+// running VM it changes nothing. progress receives Lima's progress lines.
+func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, error) {
+	say := func(s string) {
+		if progress != nil {
+			progress(s)
+		}
+	}
+	defer captureLimaLogs(progress)()
+	inst, err := d.lima.Inspect(ctx, d.vmName())
+	absent := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !absent {
+		return vm.Status{}, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+	}
+	if absent || inst.Status == limatype.StatusStopped {
+		// Check what starting needs before creating anything.
+		if err := d.preflight(); err != nil {
+			return vm.Status{}, err
+		}
+	}
+	if absent {
+		say("creating the VM " + d.vmName())
+		if inst, err = d.create(ctx); err != nil {
+			return vm.Status{}, err
+		}
+	}
+	switch inst.Status {
+	case limatype.StatusRunning:
+	case limatype.StatusStopped:
+		changed, err := refreshProvisioning(inst.Dir)
+		if err != nil {
+			return vm.Status{}, err
+		}
+		if changed {
+			say("updating the VM's provisioning (new pinned versions apply at this boot)")
+			if inst, err = d.lima.Inspect(ctx, d.vmName()); err != nil {
+				return vm.Status{}, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+			}
+		}
+		if d.sharesRegistryCache(inst) {
+			// Lima refuses to start with a missing mount source.
+			if err := os.MkdirAll(RegistryCacheDir(d.home), 0o755); err != nil {
+				return vm.Status{}, fmt.Errorf("create the registry cache directory: %w", err)
+			}
+		}
+		say("starting the VM " + d.vmName())
+		// A connection to a previous boot is of no use any more.
+		_ = d.ssh.Close()
+		if err := d.lima.Start(ctx, inst, d.executable(), d.guestAgentPath()); err != nil {
+			return vm.Status{}, fmt.Errorf("start the VM %s: %w (Lima's host agent log: %s)", d.vmName(), err,
+				filepath.Join(inst.Dir, filenames.HostAgentStderrLog))
+		}
+	default:
+		return vm.Status{}, fmt.Errorf("Lima reports the VM %s as %q%s; run `marina down` and `marina up` again, or `marina destroy` to start over",
+			d.vmName(), inst.Status, instErrors(inst))
+	}
+	if err := d.waitDocker(ctx); err != nil {
+		return vm.Status{}, err
+	}
+	return d.Status(ctx)
+}
+
+// sharesRegistryCache reports whether the VM mounts the host registry
+// cache: as created (its Lima configuration), whatever the config says now.
+func (d *Driver) sharesRegistryCache(inst *limatype.Instance) bool {
+	if inst.Config == nil {
+		return d.cfg.Registries.CacheStorage == "host"
+	}
+	for _, m := range inst.Config.Mounts {
+		if m.Location == RegistryCacheDir(d.home) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitDocker waits (bounded) until Docker answers on the forwarded socket.
+// Lima's readiness probe already saw Docker answer inside the VM; this only
+// covers the socket forward coming up.
+func (d *Driver) waitDocker(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.dockerWait)
+	defer cancel()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := d.pingDocker(ctx, d.dockerHost())
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the VM %s started but Docker does not answer at %s: %v", d.vmName(), d.dockerHost(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+// create creates the Lima instance from the template and records the
+// creation settings next to it.
+func (d *Driver) create(ctx context.Context) (*limatype.Instance, error) {
+	y, err := Template(d.cfg, TemplateOptions{GOOS: d.goos, GOARCH: d.goarch, Home: d.home, Images: d.Images})
+	if err != nil {
+		return nil, err
+	}
+	b, err := Render(y)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := d.lima.Create(ctx, d.vmName(), b)
+	if err != nil {
+		return nil, fmt.Errorf("create the VM %s: %w", d.vmName(), err)
+	}
+	if err := writeRecord(inst.Dir, recordOf(d.cfg, d.goos, d.goarch)); err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
+// preflight checks what starting the VM needs from this machine.
+func (d *Driver) preflight() error {
+	if d.goos == "darwin" && !d.vzAvailable {
+		return errors.New("this marina binary was built without cgo, so it cannot run Lima's vz driver; " +
+			"use a release build, or build with CGO_ENABLED=1 on macOS and sign it with the com.apple.security.virtualization entitlement")
+	}
+	if d.guestAgentPath() == "" {
+		arch := limatype.NewArch(d.goarch)
+		return fmt.Errorf("Lima's guest agent for %s-%s is missing: marina looks in %s and in <prefix>/share/lima next to the marina binary. "+
+			"Build it from the Lima module marina pins: GOOS=linux GOARCH=%s CGO_ENABLED=0 go install github.com/lima-vm/lima/v2/cmd/lima-guestagent@%s, "+
+			"then copy $(go env GOPATH)/bin/linux_%s/lima-guestagent to %s",
+			limatype.LINUX, arch, d.shareLima(), d.goarch, LimaVersion, d.goarch, filepath.Join(d.shareLima(), "lima-guestagent."+limatype.LINUX+"-"+arch))
+	}
+	return nil
+}
+
+func (d *Driver) shareLima() string { return filepath.Join(d.home, ".marina", "share", "lima") }
+
+// guestAgentPath finds the guest agent, or returns "".
+func (d *Driver) guestAgentPath() string {
+	if d.GuestAgent != "" {
+		return d.GuestAgent
+	}
+	name := "lima-guestagent." + limatype.LINUX + "-" + limatype.NewArch(d.goarch)
+	for _, p := range []string{filepath.Join(d.shareLima(), name+".gz"), filepath.Join(d.shareLima(), name)} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	p, err := d.lima.GuestAgent(limatype.LINUX, limatype.NewArch(d.goarch))
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+func (d *Driver) executable() string {
+	if d.Executable != "" {
+		return d.Executable
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return exe
+}
+
+// Stop stops the VM gracefully, keeping everything in it. A VM that is
+// absent or not running is left as it is.
+func (d *Driver) Stop(ctx context.Context) error {
+	defer captureLimaLogs(nil)()
+	inst, err := d.lima.Inspect(ctx, d.vmName())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+	}
+	if inst.Status != limatype.StatusRunning {
+		return nil
+	}
+	_ = d.ssh.Close()
+	if err := d.lima.Stop(ctx, inst); err != nil {
+		return fmt.Errorf("stop the VM %s: %w", d.vmName(), err)
+	}
+	return nil
+}
+
+// Delete removes the VM and everything in it (running or not). The host
+// registry cache (~/.marina/registry-cache) is kept: it outlives the VM.
+func (d *Driver) Delete(ctx context.Context) error {
+	defer captureLimaLogs(nil)()
+	inst, err := d.lima.Inspect(ctx, d.vmName())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+	}
+	_ = d.ssh.Close()
+	if err := d.lima.Delete(ctx, inst); err != nil {
+		return fmt.Errorf("delete the VM %s: %w", d.vmName(), err)
+	}
+	return nil
+}
+
+// sshTarget is where the guest's SSH server is reachable: Lima's loopback
+// forward of the running instance, with Lima's key for marina's LIMA_HOME.
+func (d *Driver) sshTarget(ctx context.Context) (string, string, error) {
+	inst, err := d.lima.Inspect(ctx, d.vmName())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("the VM %s does not exist; `marina up` creates it", d.vmName())
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+	}
+	if inst.Status != limatype.StatusRunning || inst.SSHLocalPort == 0 {
+		return "", "", fmt.Errorf("the VM %s is not running (Lima: %q); `marina up` starts it", d.vmName(), inst.Status)
+	}
+	addr := inst.SSHAddress
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	return addr + ":" + strconv.Itoa(inst.SSHLocalPort), d.sshKey(), nil
+}
+
+func (d *Driver) sshKey() string {
+	return filepath.Join(LimaHome(d.home), filenames.ConfigDir, filenames.UserPrivateKey)
+}
+
+// Exec runs argv in the VM as root (sudo), with stdin (may be nil), and
+// returns its stdout. It is bounded by ctx (or ExecTimeout when ctx has no
+// deadline) on both ends: the guest runs it under `timeout`, and
+// cancelling ctx signals it and returns at once. A non-zero exit is an
+// error that carries stderr.
+func (d *Driver) Exec(ctx context.Context, argv []string, stdin io.Reader) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		t := d.ExecTimeout
+		if t <= 0 {
+			t = 2 * time.Minute
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	cmd, err := remoteCommand(argv, true, time.Until(deadline))
+	if err != nil {
+		return nil, err
+	}
+	out, errb, err := d.ssh.Run(ctx, cmd, stdin)
+	if err != nil {
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("in the VM: %s: %w", strings.Join(argv, " "), ctx.Err())
+		}
+		return out, execError(argv, err, errb)
+	}
+	return out, nil
+}
+
+// ShellArgv is the system ssh command line that Shell runs: Lima's key and
+// forwarded port, no host key checks (see sshExecutor), no user ssh config,
+// a terminal when tty, and argv quoted for the guest's shell (a login
+// shell when argv is empty).
+func ShellArgv(keyFile string, port int, argv []string, tty bool) ([]string, error) {
+	ssh := []string{"ssh", "-F", "/dev/null",
+		"-i", keyFile, "-p", strconv.Itoa(port),
+		"-o", "IdentitiesOnly=yes",
+		"-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null",
+		"-o", "LogLevel=ERROR",
+		"-o", "BatchMode=yes",
+	}
+	if tty || len(argv) == 0 {
+		ssh = append(ssh, "-t")
+	}
+	ssh = append(ssh, guestUser+"@127.0.0.1")
+	if len(argv) > 0 {
+		line, err := QuoteArgs(argv)
+		if err != nil {
+			return nil, err
+		}
+		ssh = append(ssh, "--", line)
+	}
+	return ssh, nil
+}
+
+// Shell runs argv in the VM as the guest user, interactively, with the
+// given streams (a login shell when argv is empty), through the system ssh.
+func (d *Driver) Shell(ctx context.Context, argv []string, in io.Reader, out, errOut io.Writer) error {
+	addr, key, err := d.sshTarget(ctx)
+	if err != nil {
+		return err
+	}
+	_, portStr, _ := strings.Cut(addr, ":")
+	port, _ := strconv.Atoi(portStr)
+	tty := false
+	if f, ok := in.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	args, err := ShellArgv(key, port, argv, tty)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, errOut
+	cmd.WaitDelay = 5 * time.Second
+	return cmd.Run()
+}

@@ -1,0 +1,204 @@
+package lima
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"text/template"
+)
+
+// Provision is what the VM's provisioning script establishes. Lima runs the
+// script as root on every boot, so every step first checks whether the VM
+// already is in the wanted state and changes nothing when it is.
+type Provision struct {
+	// Sysctls are written to /etc/sysctl.d/99-marina.conf (the whole file is
+	// replaced, never appended to) and applied when the file changes.
+	Sysctls []Sysctl
+	// Packages are apt packages installed when missing.
+	Packages []string
+	// DockerPackage and DockerVersion name the Docker engine package and its
+	// exact version; apt installs it when the VM has another version or none.
+	DockerPackage string
+	DockerVersion string
+	// SocketUser owns /run/docker.sock (a docker.socket drop-in), so Lima
+	// can forward the socket to the host as that user.
+	SocketUser string
+	// Binaries are downloaded into /usr/local/bin when missing or different,
+	// and installed only when their SHA-256 matches.
+	Binaries []Binary
+}
+
+// Sysctl is one kernel parameter.
+type Sysctl struct {
+	Key   string
+	Value string
+}
+
+// Binary is a tool installed as /usr/local/bin/<Name>.
+type Binary struct {
+	Name    string
+	Version string
+	// Files holds the download of each architecture, keyed by its Debian
+	// (and GOARCH) name: "amd64", "arm64".
+	Files map[string]File
+}
+
+// File is one download, pinned by the SHA-256 of its content.
+type File struct {
+	URL    string
+	SHA256 string
+}
+
+// DefaultProvision returns what marina provisions in its VM.
+func DefaultProvision() Provision {
+	return Provision{
+		Sysctls: []Sysctl{
+			// Many kind nodes each run many inotify users (kubelet, containerd).
+			{Key: "fs.inotify.max_user_watches", Value: "524288"},
+			{Key: "fs.inotify.max_user_instances", Value: "512"},
+			// The host routes the bridge CIDR to the VM, which forwards it.
+			{Key: "net.ipv4.ip_forward", Value: "1"},
+		},
+		Packages:      []string{"ca-certificates", "curl", "iptables"},
+		DockerPackage: DockerPackage,
+		DockerVersion: DockerPackageVersion,
+		SocketUser:    guestUser,
+		Binaries:      DefaultBinaries(),
+	}
+}
+
+var (
+	sysctlKeyRe  = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_-]+)+$`)
+	sysctlValRe  = regexp.MustCompile(`^[0-9]+( [0-9]+)*$`)
+	debPackageRe = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+	debVersionRe = regexp.MustCompile(`^[0-9][A-Za-z0-9.+~:-]*$`)
+	userRe       = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	binNameRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	httpsURLRe   = regexp.MustCompile(`^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%+-]+)+$`)
+	sha256Re     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	archRe       = regexp.MustCompile(`^(amd64|arm64)$`)
+)
+
+// Validate checks every value that ends up in the script. Values are also
+// quoted when rendered; validation keeps the script readable and makes a
+// bad pin fail on the host, not half-way through a boot.
+func (p Provision) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	seen := map[string]bool{}
+	for i, s := range p.Sysctls {
+		if !sysctlKeyRe.MatchString(s.Key) {
+			bad("provision: sysctls[%d].key %q is not a sysctl name like net.ipv4.ip_forward", i, s.Key)
+		}
+		if !sysctlValRe.MatchString(s.Value) {
+			bad("provision: sysctls[%d] %s: value %q is not numeric", i, s.Key, s.Value)
+		}
+		if seen[s.Key] {
+			bad("provision: sysctl %s is listed twice", s.Key)
+		}
+		seen[s.Key] = true
+	}
+	for i, pkg := range p.Packages {
+		if !debPackageRe.MatchString(pkg) {
+			bad("provision: packages[%d] %q is not a Debian package name", i, pkg)
+		}
+	}
+	if !debPackageRe.MatchString(p.DockerPackage) {
+		bad("provision: docker package %q is not a Debian package name", p.DockerPackage)
+	}
+	if !debVersionRe.MatchString(p.DockerVersion) {
+		bad("provision: docker version %q is not a Debian version (set DockerPackageVersion in core/vm/lima/pins.go)", p.DockerVersion)
+	}
+	if !userRe.MatchString(p.SocketUser) {
+		bad("provision: socket user %q is not a user name", p.SocketUser)
+	}
+	names := map[string]bool{}
+	for _, b := range p.Binaries {
+		if !binNameRe.MatchString(b.Name) {
+			bad("provision: binary name %q is not a plain file name", b.Name)
+		}
+		if names[b.Name] {
+			bad("provision: binary %s is listed twice", b.Name)
+		}
+		names[b.Name] = true
+		if len(b.Files) == 0 {
+			bad("provision: binary %s has no downloads", b.Name)
+		}
+		for _, arch := range sortedKeys(b.Files) {
+			f := b.Files[arch]
+			if !archRe.MatchString(arch) {
+				bad("provision: binary %s: architecture %q is not amd64 or arm64", b.Name, arch)
+			}
+			if !httpsURLRe.MatchString(f.URL) {
+				bad("provision: binary %s %s: %q is not a plain https URL", b.Name, arch, f.URL)
+			}
+			if !sha256Re.MatchString(f.SHA256) {
+				bad("provision: binary %s %s: sha256 %q is not 64 lower-case hex digits; fill it in core/vm/lima/pins.go from the checksum published next to %s",
+					b.Name, arch, f.SHA256, f.URL)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+//go:embed provision.sh.tmpl
+var provisionTemplate string
+
+// probeScript is Lima's readiness probe: Lima runs it as the guest user,
+// retrying every few seconds (up to 10 minutes) until it succeeds, so it
+// checks once and never sleeps. Lima's own start returns only after it
+// passed, which means the Docker socket answers for the socket user.
+//
+//go:embed probe.sh
+var probeScript string
+
+var scriptTmpl = template.Must(template.New("provision").
+	Option("missingkey=error").
+	Funcs(template.FuncMap{"q": Quote}).
+	Parse(provisionTemplate))
+
+// Script renders the provisioning script (bash). It validates p first.
+func (p Provision) Script() (string, error) {
+	if err := p.Validate(); err != nil {
+		return "", err
+	}
+	type archBinary struct {
+		Name string
+		File File
+	}
+	type arch struct {
+		Name     string
+		Binaries []archBinary
+	}
+	byArch := map[string][]archBinary{}
+	for _, b := range p.Binaries {
+		for a, f := range b.Files {
+			byArch[a] = append(byArch[a], archBinary{Name: b.Name, File: f})
+		}
+	}
+	var arches []arch
+	for _, a := range sortedKeys(byArch) {
+		arches = append(arches, arch{Name: a, Binaries: byArch[a]})
+	}
+	var b bytes.Buffer
+	err := scriptTmpl.Execute(&b, struct {
+		Provision
+		Arches []arch
+	}{p, arches})
+	if err != nil {
+		return "", fmt.Errorf("render the provisioning script: %w", err)
+	}
+	return b.String(), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,326 @@
+package lima
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestProvisionScriptGolden(t *testing.T) {
+	s, err := DefaultProvision().Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "provision.sh", []byte(s))
+	golden(t, "probe.sh", []byte(probeScript))
+}
+
+func TestProvisionScriptsParse(t *testing.T) {
+	s, err := DefaultProvision().Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, script := range map[string]string{"provision": s, "probe": probeScript} {
+		cmd := exec.Command("bash", "-n")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("bash -n %s: %v\n%s", name, err, out)
+		}
+	}
+}
+
+func TestProvisionValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(p *Provision)
+		want string
+	}{
+		{"sysctl injection", func(p *Provision) { p.Sysctls[0].Value = "1\nMARINA_EOF\nrm -rf /" }, "not numeric"},
+		{"sysctl key", func(p *Provision) { p.Sysctls[0].Key = "a b" }, "sysctl name"},
+		{"duplicate sysctl", func(p *Provision) { p.Sysctls = append(p.Sysctls, p.Sysctls[0]) }, "twice"},
+		{"package", func(p *Provision) { p.Packages = append(p.Packages, "curl;reboot") }, "Debian package"},
+		{"docker version", func(p *Provision) { p.DockerVersion = "" }, "pins.go"},
+		{"socket user", func(p *Provision) { p.SocketUser = "root lima" }, "user name"},
+		{"binary name", func(p *Provision) { p.Binaries[0].Name = "../kind" }, "plain file name"},
+		{"url", func(p *Provision) {
+			p.Binaries[0].Files["amd64"] = File{URL: "http://example.com/kind", SHA256: strings.Repeat("a", 64)}
+		}, "https URL"},
+		{"url with quote", func(p *Provision) {
+			p.Binaries[0].Files["amd64"] = File{URL: "https://example.com/k'ind", SHA256: strings.Repeat("a", 64)}
+		}, "https URL"},
+		{"unfilled sha", func(p *Provision) {
+			p.Binaries[1].Files["arm64"] = File{URL: "https://example.com/kubectl", SHA256: "TODO"}
+		}, "fill it in core/vm/lima/pins.go"},
+		{"arch", func(p *Provision) {
+			p.Binaries[0].Files["riscv64"] = File{URL: "https://example.com/kind", SHA256: strings.Repeat("a", 64)}
+		}, "amd64 or arm64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := DefaultProvision()
+			tc.edit(&p)
+			if _, err := p.Script(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Script() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// stubs are fake system commands the provisioning script calls; each logs
+// its argv, one line per call, to $LOG.
+var stubs = map[string]string{
+	"apt-get": `echo "apt-get $*" >>"$LOG"
+[ "$1" = install ] || exit 0
+[ -z "${APT_FAIL:-}" ] || exit 100
+for a in "$@"; do
+  case "$a" in -*|install) continue ;; esac
+  name="${a%%=*}"; ver=1.0
+  case "$a" in *=*) ver="${a#*=}" ;; esac
+  printf '%s' "$ver" >"$STATE/$name"
+done`,
+	"dpkg-query": `echo "dpkg-query $*" >>"$LOG"
+pkg="$3"; [ -f "$STATE/$pkg" ] || exit 1
+case "$2" in
+  '-f=${Status}') printf 'install ok installed' ;;
+  '-f=${Version}') cat "$STATE/$pkg" ;;
+  *) exit 2 ;;
+esac`,
+	"dpkg":      `[ "$1" = --print-architecture ] && echo "$ARCH"`,
+	"systemctl": `echo "systemctl $*" >>"$LOG"; [ "$1" != is-active ] || [ -f "$STATE/docker-active" ]`,
+	"sysctl":    `echo "sysctl $*" >>"$LOG"`,
+	"curl": `echo "curl $*" >>"$LOG"
+out=; url=
+while [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift 2 ;; *) url="$1"; shift ;; esac; done
+f="$FIXTURES/${url##*/}"
+[ -f "$f" ] || exit 22
+cat "$f" >"$out"`,
+}
+
+type provisionRig struct {
+	t                          *testing.T
+	root, bin, state, fixtures string
+	log                        string
+}
+
+func newProvisionRig(t *testing.T) *provisionRig {
+	dir := t.TempDir()
+	r := &provisionRig{t: t, root: filepath.Join(dir, "root"), bin: filepath.Join(dir, "bin"),
+		state: filepath.Join(dir, "state"), fixtures: filepath.Join(dir, "fixtures"), log: filepath.Join(dir, "log")}
+	for _, d := range []string{r.root, r.bin, r.state, r.fixtures} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range stubs {
+		if err := os.WriteFile(filepath.Join(r.bin, name), []byte("#!/bin/bash\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// fixture serves content as the download named name and returns its SHA-256.
+func (r *provisionRig) fixture(name, content string) string {
+	if err := os.WriteFile(filepath.Join(r.fixtures, name), []byte(content), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(sum[:])
+}
+
+// run runs the script once and returns the commands it called and its output.
+func (r *provisionRig) run(p Provision, arch string, env ...string) (calls []string, out string, err error) {
+	r.t.Helper()
+	script, err := p.Script()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	_ = os.Remove(r.log)
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append([]string{"PATH=" + r.bin + ":/usr/bin:/bin", "MARINA_PROVISION_ROOT=" + r.root,
+		"LOG=" + r.log, "STATE=" + r.state, "FIXTURES=" + r.fixtures, "ARCH=" + arch}, env...)
+	b, err := cmd.CombinedOutput()
+	logged, _ := os.ReadFile(r.log)
+	for _, l := range strings.Split(strings.TrimSpace(string(logged)), "\n") {
+		if l != "" && !strings.HasPrefix(l, "dpkg-query") {
+			calls = append(calls, l)
+		}
+	}
+	return calls, string(b), err
+}
+
+func (r *provisionRig) read(path string) string {
+	b, err := os.ReadFile(filepath.Join(r.root, path))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func testProvision(r *provisionRig, kind, kubectl string) Provision {
+	p := DefaultProvision()
+	p.Binaries = []Binary{
+		{Name: "kind", Files: map[string]File{
+			"arm64": {URL: "https://example.test/dl/kind-linux-arm64", SHA256: r.fixture("kind-linux-arm64", kind)},
+			"amd64": {URL: "https://example.test/dl/kind-linux-amd64", SHA256: r.fixture("kind-linux-amd64", "amd64 "+kind)},
+		}},
+		{Name: "kubectl", Files: map[string]File{
+			"arm64": {URL: "https://example.test/dl/kubectl", SHA256: r.fixture("kubectl", kubectl)},
+		}},
+	}
+	return p
+}
+
+func contains(calls []string, prefix string) bool {
+	for _, c := range calls {
+		if strings.HasPrefix(c, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestProvisionScriptIdempotent runs the real script (bash) against a
+// scratch root with stub system commands: the first run installs, the
+// second changes nothing and calls neither apt nor curl.
+func TestProvisionScriptIdempotent(t *testing.T) {
+	r := newProvisionRig(t)
+	// A sysctl file left by an appending provisioner is replaced, not extended.
+	if err := os.MkdirAll(filepath.Join(r.root, "etc/sysctl.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dup := "fs.inotify.max_user_watches = 524288\nfs.inotify.max_user_watches = 524288\n"
+	if err := os.WriteFile(filepath.Join(r.root, "etc/sysctl.d/99-marina.conf"), []byte(dup), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testProvision(r, "kind v1", "kubectl v1")
+
+	calls, out, err := r.run(p, "arm64")
+	if err != nil {
+		t.Fatalf("first run: %v\n%s", err, out)
+	}
+	wantSysctl := "fs.inotify.max_user_watches = 524288\nfs.inotify.max_user_instances = 512\nnet.ipv4.ip_forward = 1\n"
+	if got := r.read("etc/sysctl.d/99-marina.conf"); got != wantSysctl {
+		t.Errorf("sysctl file:\n%s\nwant:\n%s", got, wantSysctl)
+	}
+	if got := r.read("etc/systemd/system/docker.socket.d/override.conf"); got != "[Socket]\nSocketUser=lima\n" {
+		t.Errorf("docker.socket drop-in:\n%s", got)
+	}
+	if got := r.read("usr/local/bin/kind"); got != "kind v1" {
+		t.Errorf("kind = %q", got)
+	}
+	if fi, err := os.Stat(filepath.Join(r.root, "usr/local/bin/kubectl")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("kubectl: %v %v", fi, err)
+	}
+	for _, want := range []string{
+		"sysctl -q -p " + r.root + "/etc/sysctl.d/99-marina.conf",
+		"systemctl daemon-reload",
+		"apt-get update -qq",
+		"apt-get install -y -q --no-install-recommends --allow-downgrades ca-certificates curl iptables docker.io=" + DockerPackageVersion,
+		"curl -fsSL --retry 3 --proto =https -o",
+	} {
+		if !contains(calls, want) {
+			t.Errorf("first run did not call %q; calls:\n%s", want, strings.Join(calls, "\n"))
+		}
+	}
+	if contains(calls, "systemctl restart") {
+		t.Errorf("restarted docker.socket although it was not active: %q", calls)
+	}
+
+	calls, out, err = r.run(p, "arm64")
+	if err != nil {
+		t.Fatalf("second run: %v\n%s", err, out)
+	}
+	if len(calls) != 0 {
+		t.Errorf("second run changed things; calls:\n%s\noutput:\n%s", strings.Join(calls, "\n"), out)
+	}
+	if got := r.read("etc/sysctl.d/99-marina.conf"); got != wantSysctl {
+		t.Errorf("sysctl file after the second run:\n%s", got)
+	}
+	entries, _ := os.ReadDir(filepath.Join(r.root, "usr/local/bin"))
+	if len(entries) != 2 {
+		t.Errorf("usr/local/bin holds %d entries (leftover temp files?): %v", len(entries), entries)
+	}
+
+	// A new pin replaces exactly that tool; another Docker version is
+	// reinstalled at the pinned one; nothing else moves.
+	p = testProvision(r, "kind v2", "kubectl v1")
+	if err := os.WriteFile(filepath.Join(r.state, "docker.io"), []byte("28.0.0-0ubuntu1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls, out, err = r.run(p, "arm64")
+	if err != nil {
+		t.Fatalf("upgrade run: %v\n%s", err, out)
+	}
+	if got := r.read("usr/local/bin/kind"); got != "kind v2" {
+		t.Errorf("kind after the pin changed = %q", got)
+	}
+	want := []string{"apt-get update -qq",
+		"apt-get install -y -q --no-install-recommends --allow-downgrades docker.io=" + DockerPackageVersion,
+		"curl -fsSL --retry 3 --proto =https -o " + r.root + "/usr/local/bin/.kind."}
+	if len(calls) != len(want) {
+		t.Fatalf("upgrade run calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(calls[i], want[i]) {
+			t.Errorf("upgrade call %d = %q, want %q...", i, calls[i], want[i])
+		}
+	}
+}
+
+func TestProvisionScriptRefusesBadDownloads(t *testing.T) {
+	r := newProvisionRig(t)
+	p := testProvision(r, "kind v1", "kubectl v1")
+	if _, out, err := r.run(p, "arm64"); err != nil {
+		t.Fatalf("first run: %v\n%s", err, out)
+	}
+	// The server now serves other bytes than the pin for a new version.
+	p.Binaries[0].Files["arm64"] = File{URL: "https://example.test/dl/kind-linux-arm64", SHA256: strings.Repeat("0", 64)}
+	_, out, err := r.run(p, "arm64")
+	if err == nil || !strings.Contains(out, "refusing kind") || !strings.Contains(out, "pins.go") {
+		t.Fatalf("mismatching download: err=%v\n%s", err, out)
+	}
+	if got := r.read("usr/local/bin/kind"); got != "kind v1" {
+		t.Errorf("the refused download replaced kind: %q", got)
+	}
+	entries, _ := os.ReadDir(filepath.Join(r.root, "usr/local/bin"))
+	if len(entries) != 2 {
+		t.Errorf("the refused download left files: %v", entries)
+	}
+	// A failed download and an architecture without pins stop the script.
+	p.Binaries[0].Files["arm64"] = File{URL: "https://example.test/dl/missing", SHA256: strings.Repeat("0", 64)}
+	if _, out, err := r.run(p, "arm64"); err == nil || !strings.Contains(out, "downloading kind") {
+		t.Errorf("failed download: err=%v\n%s", err, out)
+	}
+	if _, out, err := r.run(testProvision(r, "kind v1", "kubectl v1"), "s390x"); err == nil || !strings.Contains(out, "no pinned downloads for architecture s390x") {
+		t.Errorf("unknown architecture: err=%v\n%s", err, out)
+	}
+}
+
+func TestProvisionScriptAptFailure(t *testing.T) {
+	r := newProvisionRig(t)
+	_, out, err := r.run(testProvision(r, "k", "k"), "arm64", "APT_FAIL=1")
+	if err == nil || !strings.Contains(out, "update DockerPackageVersion in core/vm/lima/pins.go") {
+		t.Fatalf("apt failure: err=%v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(r.root, "usr/local/bin/kind")); err == nil {
+		t.Error("the script went on after apt failed")
+	}
+}
+
+func TestProvisionScriptRestartsActiveDockerSocket(t *testing.T) {
+	r := newProvisionRig(t)
+	if err := os.WriteFile(filepath.Join(r.state, "docker-active"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls, out, err := r.run(testProvision(r, "k", "k"), "arm64")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !contains(calls, "systemctl restart docker.socket docker.service") {
+		t.Errorf("a new drop-in did not restart the active socket; calls:\n%s", strings.Join(calls, "\n"))
+	}
+}
