@@ -288,7 +288,9 @@ func WaitRollout(ctx context.Context, cs kubernetes.Interface, timeout, interval
 			if done {
 				return nil
 			}
-		case ctx.Err() == nil:
+		case ctx.Err() == nil && beforeDeadline(ctx):
+			// At the deadline client-go's rate limiter refuses the call
+			// before ctx is done; keep the last real status then.
 			status = err.Error()
 		}
 		select {
@@ -353,4 +355,10 @@ func zoneList(fs []corefile.Forward) string {
 		zones[i] = f.Zone
 	}
 	return strings.Join(zones, ", ")
+}
+
+// beforeDeadline reports whether ctx's deadline (if any) is still ahead.
+func beforeDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return !ok || time.Now().Before(d)
 }
