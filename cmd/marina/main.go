@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/core/vm/lima"
 )
@@ -20,6 +21,11 @@ func main() {
 	// third-party plugin binary (SIGTERM ends it).
 	if len(os.Args) == 3 && os.Args[1] == pluginset.ServeArg {
 		os.Exit(servePlugin(os.Args[2], os.Stderr))
+	}
+	// kind runs in a child (`marina kind-helper`) so only that child gets the
+	// lab's DOCKER_HOST and network, and cancellation kills its docker calls.
+	if len(os.Args) == 2 && os.Args[1] == kind.HelperArg {
+		os.Exit(kind.ServeHelper(os.Stdin, os.Stdout, os.Stderr))
 	}
 	// Lima's host agent: Lima re-executes marina as `marina hostagent ...`
 	// for each running VM (the lima driver).
