@@ -83,6 +83,8 @@ Exit status: 0 ok, 1 failure, 2 usage or configuration error, 130 interrupted.`,
 	root.AddGroup(&cobra.Group{ID: "lab", Title: "The lab:"}, &cobra.Group{ID: "plugins", Title: "Plugins:"}, &cobra.Group{ID: "setup", Title: "Configuration and information:"})
 	root.AddCommand(
 		newUpCmd(a),
+		newClusterCmd(a),
+		newKubeconfigCmd(a),
 		newStatusCmd(a),
 		newDoctorCmd(a),
 		newRegistryCmd(a),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -52,6 +53,12 @@ func newDriver(cfg *config.Config) (vm.Driver, error) {
 // before anything changes, and returns the lab with its plugin dispatcher.
 // The caller closes the returned dispatcher.
 func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), error) {
+	return a.openLabWithout(ctx, nil)
+}
+
+// openLabWithout is openLab with the plugins named in exclude left out of
+// the run (cluster create --no-plugin).
+func (a *app) openLabWithout(ctx context.Context, exclude []string) (*lab.Lab, *config.Loaded, func(), error) {
 	l, err := a.loadConfig()
 	if err != nil {
 		return nil, nil, nil, err
@@ -73,7 +80,7 @@ func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), er
 	}
 	var runnable []plugin.Plugin
 	for _, e := range entries {
-		if e.Enabled && e.Problem == "" {
+		if e.Enabled && e.Problem == "" && !slices.Contains(exclude, e.Name) {
 			runnable = append(runnable, e.Plugin)
 		}
 	}
@@ -116,14 +123,28 @@ func (f *pipelineFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.output, "progress", "auto", "progress output: auto (live on a terminal, plain lines otherwise), plain, or json (one event per line)")
 }
 
-// runPipeline runs steps with the renderer the flags and terminal call for.
-func (a *app) runPipeline(ctx context.Context, name string, steps []lifecycle.Step, f pipelineFlags) (*lifecycle.Report, error) {
+// renderer returns the progress renderer the flags and terminal call for.
+func (a *app) renderer(f pipelineFlags) (lifecycle.Renderer, error) {
 	r, err := lifecycle.NewRenderer(a.out, f.output, lifecycle.IsTerminal(a.out))
 	if err != nil {
 		return nil, exitcode.NewUsage(fmt.Errorf("--progress %q: use auto, plain or json", f.output))
 	}
+	return r, nil
+}
+
+// options are the lifecycle options of the flags.
+func (f pipelineFlags) options(r lifecycle.Renderer) lifecycle.Options {
+	return lifecycle.Options{DryRun: f.dryRun, ForceApply: f.reconcile, Renderer: r}
+}
+
+// runPipeline runs steps with the renderer the flags and terminal call for.
+func (a *app) runPipeline(ctx context.Context, name string, steps []lifecycle.Step, f pipelineFlags) (*lifecycle.Report, error) {
+	r, err := a.renderer(f)
+	if err != nil {
+		return nil, err
+	}
 	defer r.Close()
-	return lifecycle.Run(ctx, name, steps, lifecycle.Options{DryRun: f.dryRun, ForceApply: f.reconcile, Renderer: r})
+	return lifecycle.Run(ctx, name, steps, f.options(r))
 }
 
 func newUpCmd(a *app) *cobra.Command {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -244,5 +245,49 @@ func (c *Client) Services(ctx context.Context) ([]Container, error) {
 		out = append(out, ct)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// kind's container labels.
+const (
+	kindClusterLabel = "io.x-k8s.kind.cluster"
+	kindRoleLabel    = "io.x-k8s.kind.role"
+)
+
+// ClusterSlots returns the slot of every kind cluster on the engine, read
+// from its control-plane container's API port binding (host port 7000+N),
+// running or not. A cluster whose binding is not a slot port is reported
+// with slot 0.
+func (c *Client) ClusterSlots(ctx context.Context) (map[string]int, error) {
+	res, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: client.Filters{}.Add("label", kindRoleLabel+"=control-plane")})
+	if err != nil {
+		return nil, fmt.Errorf("list kind nodes: %w", err)
+	}
+	out := map[string]int{}
+	for _, s := range res.Items {
+		name := s.Labels[kindClusterLabel]
+		if name == "" {
+			continue
+		}
+		out[name] = 0
+		ins, err := c.api.ContainerInspect(ctx, s.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			continue
+		}
+		if ins.Container.HostConfig == nil {
+			continue
+		}
+		for port, bindings := range ins.Container.HostConfig.PortBindings {
+			if port.Num() != 6443 {
+				continue
+			}
+			for _, b := range bindings {
+				if p, err := strconv.Atoi(b.HostPort); err == nil && p > 7000 && p < 7100 {
+					out[name] = p - 7000
+				}
+			}
+		}
+	}
 	return out, nil
 }

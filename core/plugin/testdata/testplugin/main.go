@@ -48,6 +48,8 @@ type Config struct {
 	Replicas int `json:"replicas"`
 	// Touch is a file the hook appends "NAME HOOK" to, to prove it ran.
 	Touch string `json:"touch,omitempty"`
+	// FailOn makes only this hook fail (after touching), whatever Mode says.
+	FailOn string `json:"failOn,omitempty"`
 }
 
 // Validate checks Replicas.
@@ -122,6 +124,9 @@ func run(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
 	started := time.Now()
 	if cfg.Touch != "" {
 		appendLine(cfg.Touch, *name+" "+string(req.Hook))
+	}
+	if cfg.FailOn == string(req.Hook) {
+		return nil, errors.New("failing " + cfg.FailOn + " on purpose")
 	}
 	log.Debug("debug-line " + *marker)
 	log.Info("hook started", "mode", cfg.Mode, "marker", *marker)

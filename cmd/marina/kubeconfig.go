@@ -1,0 +1,356 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/kubeconfig"
+	"github.com/bcollard/marina/core/slot"
+)
+
+func newKubeconfigCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "kubeconfig",
+		Aliases: []string{"kc"},
+		GroupID: "lab",
+		Short:   "Print, merge and remove the clusters' kubeconfigs",
+		Long: `Every cluster has its own kubeconfig, ~/.kube/marina/NAME.kubeconfig, whose context,
+cluster and user are all called NAME. Use it directly (marina kubeconfig env NAME) or
+merge it into your own kubeconfig (marina kubeconfig merge|use NAME).
+
+Merging edits the file kubectl would edit, honouring $KUBECONFIG like kubectl: an entry
+that exists is updated in the file that defines it; a new entry and current-context go
+to the first file of the list that exists (the last one if none does). Everything else
+in your files is kept; comments are not (kubectl config drops them too). Before the
+first change, the previous content is saved to <file>.marina.bak. Writes are atomic and
+serialised with other marina processes and with kubectl.
+
+marina marks the entries it writes (a "marina.dev" extension). It never replaces an
+entry of the same name that it did not write unless you pass --overwrite, and remove
+never deletes one.`,
+	}
+	cmd.AddCommand(
+		newKubeconfigPathCmd(a),
+		newKubeconfigEnvCmd(a),
+		newKubeconfigMergeCmd(a, false),
+		newKubeconfigMergeCmd(a, true),
+		newKubeconfigRemoveCmd(a),
+		newKubeconfigRefreshCmd(a),
+	)
+	return cmd
+}
+
+// clusterArg validates a cluster name argument (a usage error if invalid).
+func clusterArg(name string) (string, error) {
+	if err := kubeconfig.ValidateName(name); err != nil {
+		return "", exitcode.NewUsage(err)
+	}
+	return name, nil
+}
+
+// homeDir is the user's home directory, where ~/.kube lives.
+func homeDir() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("cannot find the home directory for ~/.kube: %w (set $HOME)", err)
+	}
+	return home, nil
+}
+
+// completeClusters offers the names of the clusters that have a kubeconfig.
+func completeClusters(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	home, err := homeDir()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(slot.KubeconfigPath(home, "x")), "*.kubeconfig"))
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".kubeconfig"))
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// warnIfMissing tells stderr that a cluster's kubeconfig does not exist.
+func warnIfMissing(w io.Writer, path, name string) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(w, "Warning: %s does not exist: cluster %q was not created yet, or was deleted\n", path, name)
+	}
+}
+
+func newKubeconfigPathCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "path NAME",
+		Short:             "Print the path of a cluster's kubeconfig",
+		Long:              "Print ~/.kube/marina/NAME.kubeconfig, warning on stderr when the file does not exist.",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeClusters,
+		RunE: func(_ *cobra.Command, args []string) error {
+			name, err := clusterArg(args[0])
+			if err != nil {
+				return err
+			}
+			home, err := homeDir()
+			if err != nil {
+				return err
+			}
+			path := slot.KubeconfigPath(home, name)
+			fmt.Fprintln(a.out, path)
+			warnIfMissing(a.err, path, name)
+			return nil
+		},
+	}
+}
+
+func newKubeconfigEnvCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "env NAME",
+		Short: "Print a shell line that points KUBECONFIG at a cluster's kubeconfig",
+		Long: `Print "export KUBECONFIG=<path>" for a cluster's own kubeconfig, so that a shell
+uses that cluster without touching ~/.kube/config:
+
+  eval "$(marina kubeconfig env dev)"`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeClusters,
+		RunE: func(_ *cobra.Command, args []string) error {
+			name, err := clusterArg(args[0])
+			if err != nil {
+				return err
+			}
+			home, err := homeDir()
+			if err != nil {
+				return err
+			}
+			path := slot.KubeconfigPath(home, name)
+			fmt.Fprintf(a.out, "export KUBECONFIG=%s\n", shellQuote(path))
+			warnIfMissing(a.err, path, name)
+			return nil
+		},
+	}
+}
+
+// clusterKubeconfig returns the path of a cluster's own kubeconfig, or an
+// error that says what to do when it is missing.
+func clusterKubeconfig(home, name string) (string, error) {
+	path := slot.KubeconfigPath(home, name)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("cluster %q has no kubeconfig at %s: create the cluster first, or check the name (ls %s)", name, path, filepath.Dir(path))
+	}
+	return path, nil
+}
+
+func newKubeconfigMergeCmd(a *app, use bool) *cobra.Command {
+	var output string
+	var overwrite bool
+	verb, short := "merge", "Merge a cluster's kubeconfig into yours (~/.kube/config or $KUBECONFIG)"
+	long := `Merge the context, cluster and user NAME from ~/.kube/marina/NAME.kubeconfig into your
+kubeconfig, where kubectl would put them (see marina kubeconfig --help). Re-running it
+updates them; the current context is left as it is.`
+	if use {
+		verb, short = "use", "Merge a cluster's kubeconfig into yours and make it the current context"
+		long = `Merge like marina kubeconfig merge NAME, and set current-context to NAME (in the file
+kubectl would write it to), so that kubectl talks to the cluster.`
+	}
+	cmd := &cobra.Command{
+		Use:               verb + " NAME",
+		Short:             short,
+		Long:              long,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := clusterArg(args[0])
+			if err != nil {
+				return err
+			}
+			home, err := homeDir()
+			if err != nil {
+				return err
+			}
+			path, err := clusterKubeconfig(home, name)
+			if err != nil {
+				return err
+			}
+			cfg, err := kubeconfig.ReadCluster(path)
+			if err != nil {
+				return err
+			}
+			target := kubeconfig.DefaultTarget(home)
+			rep, err := kubeconfig.Merge(cmd.Context(), target, cfg, name, kubeconfig.MergeOptions{SetCurrent: use, Overwrite: overwrite})
+			if err != nil {
+				return err
+			}
+			printWarnings(a.err, rep)
+			if output != "text" {
+				return printStructured(a.out, output, rep)
+			}
+			if len(rep.Written) == 0 {
+				fmt.Fprintf(a.out, "%q is already up to date in %s\n", name, strings.Join(target.Files, ", "))
+			} else {
+				fmt.Fprintf(a.out, "Merged %q into %s\n", name, strings.Join(rep.Written, ", "))
+			}
+			printBackups(a.out, rep)
+			if use {
+				fmt.Fprintf(a.out, "Current context: %s\n", name)
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace entries named NAME that marina did not write (they are backed up first)")
+	return cmd
+}
+
+// printWarnings writes what a rewrite dropped to stderr.
+func printWarnings(w io.Writer, rep kubeconfig.Report) {
+	for _, m := range rep.Warnings {
+		fmt.Fprintf(w, "Warning: %s\n", m)
+	}
+}
+
+// printBackups lists the backups a change made.
+func printBackups(w io.Writer, rep kubeconfig.Report) {
+	for _, b := range rep.Backups {
+		fmt.Fprintf(w, "Previous content saved to %s\n", b)
+	}
+}
+
+func newKubeconfigRemoveCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "remove NAME",
+		Aliases: []string{"rm"},
+		Short:   "Remove a cluster's entries from your kubeconfig",
+		Long: `Remove the context, cluster and user named exactly NAME that marina wrote from every
+file of your kubeconfig (~/.kube/config or $KUBECONFIG), and clear current-context where
+it named that context. Entries called NAME that marina did not write are left alone
+(with a warning). The cluster and its own kubeconfig are not touched.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := clusterArg(args[0])
+			if err != nil {
+				return err
+			}
+			home, err := homeDir()
+			if err != nil {
+				return err
+			}
+			target := kubeconfig.DefaultTarget(home)
+			rep, err := kubeconfig.Remove(cmd.Context(), target, name)
+			if err != nil {
+				return err
+			}
+			printWarnings(a.err, rep)
+			for _, s := range rep.Skipped {
+				fmt.Fprintf(a.err, "Warning: left %s: marina did not write it (delete it yourself with kubectl config delete-%s %s)\n", s, s.Kind, s.Name)
+			}
+			if output != "text" {
+				return printStructured(a.out, output, rep)
+			}
+			if len(rep.Written) == 0 {
+				fmt.Fprintf(a.out, "Nothing of marina's named %q in %s\n", name, strings.Join(target.Files, ", "))
+				return nil
+			}
+			fmt.Fprintf(a.out, "Removed %q from %s\n", name, strings.Join(rep.Written, ", "))
+			printBackups(a.out, rep)
+			return nil
+		},
+	}
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}
+
+// errNoAddressLookup is refresh's answer until marina can ask the lab for a
+// cluster's address itself.
+var errNoAddressLookup = errors.New("looking up a cluster's current API server address comes with the marina cluster commands; until then give the cluster NAME and its address, e.g. marina kubeconfig refresh dev --server https://192.168.105.3:7001")
+
+func newKubeconfigRefreshCmd(a *app) *cobra.Command {
+	var output, server string
+	cmd := &cobra.Command{
+		Use:   "refresh [NAME]",
+		Short: "Point a cluster's kubeconfig at the API server's current address",
+		Long: `After the VM's address changed (for instance after a restart), point NAME's kubeconfig
+at the API server's new address: ~/.kube/marina/NAME.kubeconfig is rewritten, and marina's
+entries for NAME in your kubeconfig are updated too if they are there (current-context
+is left alone; entries you removed are not added back).
+
+For now the address must be given with --server, and NAME is required: looking up each
+cluster's current address (and refreshing all clusters when NAME is omitted) comes with
+the marina cluster commands; without --server or NAME, refresh fails and says so.
+
+Only the address changes: the API server's certificate must be valid for the new
+address, or kubectl reports an x509 error.`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if server == "" || len(args) == 0 {
+				return exitcode.NewUsage(errNoAddressLookup)
+			}
+			name, err := clusterArg(args[0])
+			if err != nil {
+				return err
+			}
+			if err := kubeconfig.ValidateServer(server); err != nil {
+				return exitcode.NewUsage(fmt.Errorf("--server: %w", err))
+			}
+			home, err := homeDir()
+			if err != nil {
+				return err
+			}
+			var rep kubeconfig.Report
+			path := slot.KubeconfigPath(home, name)
+			// The process lock: cluster create and delete write and remove
+			// this file; a refresh must not resurrect a deleted cluster's.
+			err = a.withLock(cmd.Context(), func() error {
+				if _, err := clusterKubeconfig(home, name); err != nil {
+					return err
+				}
+				cfg, err := kubeconfig.ReadCluster(path)
+				if err != nil {
+					return err
+				}
+				if err := kubeconfig.SetServer(cfg, server); err != nil {
+					return fmt.Errorf("%s: %w", path, err)
+				}
+				if err := kubeconfig.WriteCluster(path, cfg); err != nil {
+					return err
+				}
+				if rep, err = kubeconfig.Merge(cmd.Context(), kubeconfig.DefaultTarget(home), cfg, name, kubeconfig.MergeOptions{UpdateOnly: true}); err != nil {
+					return fmt.Errorf("%s now points at %s, but updating your kubeconfig failed: %w", path, server, err)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			printWarnings(a.err, rep)
+			if output != "text" {
+				return printStructured(a.out, output, struct {
+					Kubeconfig string            `json:"kubeconfig"`
+					Server     string            `json:"server"`
+					Merged     kubeconfig.Report `json:"merged"`
+				}{path, server, rep})
+			}
+			fmt.Fprintf(a.out, "%s now points at %s\n", path, server)
+			if len(rep.Written) > 0 {
+				fmt.Fprintf(a.out, "Updated %q in %s\n", name, strings.Join(rep.Written, ", "))
+				printBackups(a.out, rep)
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cmd.Flags().StringVar(&server, "server", "", "the API server's URL, e.g. https://192.168.105.3:7001 (required for now)")
+	return cmd
+}

@@ -1,0 +1,247 @@
+package kubeconfig
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Helper processes: the test binary re-executes itself with
+// helperEnv=<mode> to act as a separate marina process.
+const (
+	helperEnv   = "MARINA_KUBECONFIG_TEST_HELPER"
+	helperFile  = "MARINA_KUBECONFIG_TEST_FILE"
+	helperName  = "MARINA_KUBECONFIG_TEST_NAME"
+	helperGo    = "MARINA_KUBECONFIG_TEST_GO"
+	helperLimit = "MARINA_KUBECONFIG_TEST_FSIZE"
+
+	// exitMergeFailed is a helper's exit status when Merge returned an error.
+	exitMergeFailed = 3
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// runHelper merges cluster $NAME into $FILE, as one marina process would.
+// Mode "merge" first waits for the file $GO to appear, so that all helpers
+// start merging at the same moment; mode "fsize" first limits the size of
+// files the process may write to $FSIZE bytes (RLIMIT_FSIZE), so that
+// writing the new kubeconfig fails half-way like a full disk or a crash.
+func runHelper(mode string) int {
+	file, name := os.Getenv(helperFile), os.Getenv(helperName)
+	switch mode {
+	case "merge":
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if _, err := os.Stat(os.Getenv(helperGo)); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				fmt.Fprintln(os.Stderr, "helper: no start signal within 20s")
+				return 2
+			}
+			time.Sleep(time.Millisecond)
+		}
+	case "fsize":
+		limit, err := strconv.ParseUint(os.Getenv(helperLimit), 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 2
+		}
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: limit}); err != nil {
+			fmt.Fprintln(os.Stderr, "helper: setrlimit:", err)
+			return 2
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "helper: unknown mode", mode)
+		return 2
+	}
+	cfg := clusterConfig(helperTB{}, name)
+	if _, err := Merge(context.Background(), NewTarget(file), cfg, name, MergeOptions{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitMergeFailed
+	}
+	return 0
+}
+
+// helperTB lets helpers use the tests' fixtures; a failure exits.
+type helperTB struct{ testing.TB }
+
+func (helperTB) Helper() {}
+func (helperTB) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(2)
+}
+
+// helper returns a command running this test binary in helper mode.
+func helper(ctx context.Context, mode string, env ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), append([]string{helperEnv + "=" + mode}, env...)...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// TestConcurrentMergesInSeparateProcesses: N marina processes merge N
+// different clusters into one kubeconfig at the same moment. None of the
+// changes is lost, the file parses, no temporary or kubectl lock file is
+// left, and the backup exists.
+func TestConcurrentMergesInSeparateProcesses(t *testing.T) {
+	const n = 8
+	path := copyCorpus(t, "gke", 0o600)
+	dir := filepath.Dir(path)
+	start := filepath.Join(t.TempDir(), "go")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]*bytes.Buffer, n)
+	for i := range cmds {
+		outs[i] = &bytes.Buffer{}
+		cmds[i] = helper(ctx, "merge", helperFile+"="+path, helperName+"="+fmt.Sprintf("c%d", i), helperGo+"="+start)
+		cmds[i].Stdout, cmds[i].Stderr = outs[i], outs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(start, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("helper c%d: %v\n%s", i, err, outs[i])
+		}
+	}
+
+	got := parse(t, path)
+	for i := range n {
+		name := fmt.Sprintf("c%d", i)
+		for _, k := range entryKinds {
+			if ext, ok := entryExt(got, k, name); !ok || !IsMarina(ext) {
+				t.Errorf("%s %s lost: a concurrent merge overwrote it", k, name)
+			}
+		}
+	}
+	orig := parse(t, filepath.Join("testdata", "corpus", "gke.yaml"))
+	for ctxName := range orig.Contexts {
+		if got.Contexts[ctxName] == nil {
+			t.Errorf("the user's context %s was lost", ctxName)
+		}
+	}
+	if len(got.Contexts) != len(orig.Contexts)+n {
+		t.Errorf("%d contexts, want %d", len(got.Contexts), len(orig.Contexts)+n)
+	}
+	bak := parse(t, path+BackupSuffix)
+	if len(bak.Contexts) < len(orig.Contexts) || len(bak.Contexts) >= len(got.Contexts) {
+		t.Errorf("backup has %d contexts; want the state before the last merge", len(bak.Contexts))
+	}
+	noStrayFiles(t, dir)
+}
+
+// TestWriteFailureMidFileKeepsOriginal: a marina process whose write of the
+// new kubeconfig really fails half-way (the kernel refuses to let the
+// temporary file grow past RLIMIT_FSIZE, as with a full disk) leaves the
+// user's file exactly as it was, cleans up, and releases its locks.
+func TestWriteFailureMidFileKeepsOriginal(t *testing.T) {
+	path := copyCorpus(t, "gke", 0o600)
+	orig := readOrNil(t, path)
+
+	// How large the merged file is: merge into a copy.
+	probe := copyCorpus(t, "gke", 0o600)
+	if _, err := Merge(context.Background(), NewTarget(probe), clusterConfig(t, "dev"), "dev", MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newLen := len(readOrNil(t, probe))
+	if newLen <= len(orig)+200 {
+		t.Fatalf("merged file (%d bytes) not sufficiently larger than the original (%d)", newLen, len(orig))
+	}
+	// The backup (original size) fits; the new content does not.
+	limit := (len(orig) + newLen) / 2
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := helper(ctx, "fsize", helperFile+"="+path, helperName+"=dev", helperLimit+"="+strconv.Itoa(limit))
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitMergeFailed || !strings.Contains(string(out), syscall.EFBIG.Error()) {
+		t.Fatalf("helper: %v, want exit %d with %q:\n%s", err, exitMergeFailed, syscall.EFBIG.Error(), out)
+	}
+	if !bytes.Equal(readOrNil(t, path), orig) {
+		t.Fatal("the kubeconfig changed although the write failed")
+	}
+	if !bytes.Equal(readOrNil(t, path+BackupSuffix), orig) {
+		t.Error("backup missing or wrong")
+	}
+	noStrayFiles(t, filepath.Dir(path))
+
+	// The failed process's locks are gone: a normal merge goes through at once.
+	kubectlLockTimeout = time.Second
+	t.Cleanup(func() { kubectlLockTimeout = 10 * time.Second })
+	mctx, mcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer mcancel()
+	if _, err := Merge(mctx, NewTarget(path), clusterConfig(t, "dev"), "dev", MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(readOrNil(t, path), readOrNil(t, probe)) {
+		t.Error("the retried merge differs from the probe merge")
+	}
+}
+
+// TestKubectlLock: marina waits while kubectl's <file>.lock exists, goes on
+// once kubectl removes it, and gives up with a message naming the file when
+// it stays (a crashed kubectl).
+func TestKubectlLock(t *testing.T) {
+	kubectlLockTimeout = 500 * time.Millisecond
+	t.Cleanup(func() { kubectlLockTimeout = 10 * time.Second })
+	path := copyCorpus(t, "gke", 0o600)
+	orig := readOrNil(t, path)
+	kl := path + kubectlLockSuffix
+	if err := os.WriteFile(kl, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := Merge(context.Background(), NewTarget(path), clusterConfig(t, "dev"), "dev", MergeOptions{})
+	if err == nil || !strings.Contains(err.Error(), kl+" still exists") || !strings.Contains(err.Error(), "delete "+kl) {
+		t.Fatalf("stale kubectl lock: %v", err)
+	}
+	if !bytes.Equal(readOrNil(t, path), orig) {
+		t.Fatal("merge wrote while kubectl held the lock")
+	}
+	if _, err := os.Stat(kl); err != nil {
+		t.Fatal("marina removed kubectl's lock")
+	}
+
+	kubectlLockTimeout = 10 * time.Second
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_ = os.Remove(kl)
+		close(released)
+	}()
+	began := time.Now()
+	if _, err := Merge(context.Background(), NewTarget(path), clusterConfig(t, "dev"), "dev", MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-released
+	if time.Since(began) < 200*time.Millisecond {
+		t.Error("merge did not wait for kubectl's lock")
+	}
+	if parse(t, path).Contexts["dev"] == nil {
+		t.Error("merge after kubectl released its lock did not happen")
+	}
+	noStrayFiles(t, filepath.Dir(path))
+}

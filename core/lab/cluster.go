@@ -1,0 +1,627 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/bcollard/marina/core/atomicfile"
+	"github.com/bcollard/marina/core/kind"
+	"github.com/bcollard/marina/core/kubeconfig"
+	"github.com/bcollard/marina/core/lifecycle"
+	"github.com/bcollard/marina/core/lock"
+	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/sdk"
+)
+
+// MarkerConfigMap is the ConfigMap (in kube-system) marina writes into a
+// cluster once it is completely created: a cluster without it was left
+// half-made by a failed run and is not counted as existing.
+const MarkerConfigMap = "marina-cluster"
+
+// ClusterSpec is what `marina cluster create` asks for.
+type ClusterSpec struct {
+	Name string
+	// Slot pins the slot; 0 takes the lowest free one.
+	Slot         int
+	Region, Zone string
+	// Labels are extra node labels.
+	Labels map[string]string
+	// NodeImage overrides the node image ("" = the config's).
+	NodeImage string
+	Workers   int
+	// Mirrors selects registry mirrors by name (nil = all).
+	Mirrors []string
+	// Retain keeps a failed cluster for debugging.
+	Retain bool
+	// Wait bounds kind's wait for the control plane (0 = 5 minutes).
+	Wait time.Duration
+	// Fleet is the fleet the cluster belongs to (label marina.dev/fleet).
+	Fleet string
+}
+
+// Clusters is what cluster operations need beyond the Lab.
+type Clusters struct {
+	Provider kind.Provider
+	// Slots returns the slot of every cluster that has nodes (by name).
+	Slots func(ctx context.Context) (map[string]int, error)
+	// StateDir holds slot reservations (~/.marina/state).
+	StateDir string
+	// Home is the user's home (kubeconfig files under ~/.kube/marina).
+	Home string
+	// Target is the user's kubeconfig (merge and remove); nil skips both.
+	Target *kubeconfig.Target
+	// NodeFilesDir is where plugins' node files go on the Docker host.
+	NodeFilesDir string
+	// APIServerAddress is the address kubeconfigs use (the VM's IP with
+	// lima; "" = 127.0.0.1 on the Docker host).
+	APIServerAddress string
+}
+
+// clusterRun carries one create's state from step to step.
+type clusterRun struct {
+	spec      ClusterSpec
+	res       slot.Resources
+	cluster   *sdk.Cluster
+	contribs  []kind.NamedContribution
+	kubecfg   []byte
+	kubePath  string
+	created   bool // kind made nodes
+	hooksRan  bool // PostCluster started
+	releaseFn func()
+}
+
+// CreateCluster creates a cluster: slot, PreCluster hooks, kind config,
+// node files, kind, kubeconfig, node labels, PostCluster hooks, the
+// completion marker, and the merge into the user's kubeconfig. Unless
+// spec.Retain, a failure undoes everything that was made (hooks' cleanup,
+// nodes, files, kubeconfig entries, the slot) and the error names the
+// failed step.
+func (l *Lab) CreateCluster(ctx context.Context, c *Clusters, spec ClusterSpec, opts lifecycle.Options) (*sdk.Cluster, error) {
+	if err := kind.ValidateName(spec.Name); err != nil {
+		return nil, err
+	}
+	run := &clusterRun{spec: spec, kubePath: slot.KubeconfigPath(c.Home, spec.Name)}
+	steps := []lifecycle.Step{
+		lifecycle.NewStep("Allocate slot", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			return l.allocate(ctx, c, run, r)
+		}),
+		lifecycle.NewStep("Plugins: PreCluster", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			results, err := l.RunHook(ctx, sdk.PreCluster, run.cluster, r)
+			for _, n := range sortedKeys(results) {
+				if k := results[n].Kind; k != nil {
+					run.contribs = append(run.contribs, kind.NamedContribution{Plugin: n, KindContribution: k})
+				}
+			}
+			return err
+		}),
+		lifecycle.NewStep("Create cluster "+spec.Name+" (kind)", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			return l.createNodes(ctx, c, run, r)
+		}),
+		lifecycle.NewStep("Kubeconfig", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			return l.exportKubeconfig(ctx, c, run)
+		}),
+		lifecycle.NewStep("Plugins: PostCluster", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			run.hooksRan = true
+			_, err := l.RunHook(ctx, sdk.PostCluster, run.cluster, r)
+			return err
+		}),
+		lifecycle.NewStep("Mark complete", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			return markComplete(ctx, run)
+		}),
+	}
+	if c.Target != nil && l.Config.Kind.AutoMergeKubeconfig {
+		steps = append(steps, lifecycle.NewStep("Merge kubeconfig into "+c.Target.DefaultFile(), nil,
+			func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+				cfg, err := clientcmd.Load(run.kubecfg)
+				if err != nil {
+					return err
+				}
+				_, err = kubeconfig.Merge(ctx, *c.Target, cfg, spec.Name, kubeconfig.MergeOptions{})
+				return err
+			}))
+	}
+	defer func() {
+		if run.releaseFn != nil {
+			run.releaseFn()
+		}
+	}()
+	_, err := lifecycle.Run(ctx, "cluster create", steps, opts)
+	if err == nil || opts.DryRun {
+		return run.cluster, err
+	}
+	if spec.Retain {
+		return run.cluster, fmt.Errorf("%w\nThe cluster was kept for debugging (--retain); remove it with: marina cluster delete %s", err, spec.Name)
+	}
+	if rerr := l.rollback(c, run); rerr != nil {
+		return nil, errors.Join(err, fmt.Errorf("undoing the failed create: %w", rerr))
+	}
+	return nil, fmt.Errorf("%w\nEverything made for %s was removed (keep it next time with --retain)", err, spec.Name)
+}
+
+// allocate picks the slot under the process lock and reserves it until the
+// cluster's nodes exist (they then hold the slot through their API port).
+func (l *Lab) allocate(ctx context.Context, c *Clusters, run *clusterRun, r lifecycle.Reporter) error {
+	bridge, err := netip.ParsePrefix(l.Config.Network.BridgeCIDR)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(c.StateDir, "slots")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	// The file lock orders marina processes; allocMu orders the creates of
+	// one process (a fleet creates clusters in parallel).
+	allocMu.Lock()
+	defer allocMu.Unlock()
+	lk, err := lock.Acquire(ctx, filepath.Join(dir, ".lock"), lock.Options{})
+	if err != nil {
+		return err
+	}
+	defer lk.Release()
+
+	live, err := c.Slots(ctx)
+	if err != nil {
+		return err
+	}
+	if n, ok := live[run.spec.Name]; ok {
+		return fmt.Errorf("cluster %s already exists (slot %d); delete it first: marina cluster delete %s", run.spec.Name, n, run.spec.Name)
+	}
+	taken := map[int]string{}
+	for name, n := range live {
+		taken[n] = name
+	}
+	reservations, err := readReservations(dir)
+	if err != nil {
+		return err
+	}
+	for name, res := range reservations {
+		if name == run.spec.Name {
+			return fmt.Errorf("cluster %s is being created by another marina process (pid %d)", name, res.PID)
+		}
+		taken[res.Slot] = name
+	}
+	var nums []int
+	for n := range taken {
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	n, err := slot.Allocate(bridge, nums, run.spec.Slot)
+	if err != nil {
+		return err
+	}
+	res, err := slot.Derive(n, bridge)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(reservation{Slot: n, PID: os.Getpid(), Since: time.Now().UTC()})
+	path := filepath.Join(dir, run.spec.Name+".json")
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+		return err
+	}
+	run.releaseFn = func() { _ = os.Remove(path) }
+	run.res = res
+	run.cluster = l.sdkCluster(c, run.spec, res, run.kubePath)
+	r.Progress(fmt.Sprintf("slot %d: API port %d, services %s, pods %s", n, res.APIPort, res.ServiceSubnet, res.PodSubnet))
+	return nil
+}
+
+// allocMu serializes slot allocation within this process.
+var allocMu sync.Mutex
+
+// reservation is a slot held by a create in progress.
+type reservation struct {
+	Slot  int       `json:"slot"`
+	PID   int       `json:"pid"`
+	Since time.Time `json:"since"`
+}
+
+// readReservations returns the live reservations; those of dead processes
+// are removed.
+func readReservations(dir string) (map[string]reservation, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]reservation{}
+	for _, e := range entries {
+		name, ok := cutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var r reservation
+		if json.Unmarshal(b, &r) != nil || !pidAlive(r.PID) {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+			continue
+		}
+		out[name] = r
+	}
+	return out, nil
+}
+
+func cutSuffix(s, suffix string) (string, bool) {
+	if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
+		return s[:len(s)-len(suffix)], true
+	}
+	return s, false
+}
+
+func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// sdkCluster is what cluster hooks are told about the cluster.
+func (l *Lab) sdkCluster(c *Clusters, spec ClusterSpec, res slot.Resources, kubePath string) *sdk.Cluster {
+	labels := res.Labels(spec.Region, spec.Zone)
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	if spec.Fleet != "" {
+		labels[LabelFleet] = spec.Fleet
+	}
+	image := spec.NodeImage
+	if image == "" {
+		image = l.imageKindNode()
+	}
+	cl := &sdk.Cluster{
+		Name: spec.Name, Slot: res.Slot, APIPort: res.APIPort,
+		ServiceSubnet: res.ServiceSubnet.String(), PodSubnet: res.PodSubnet.String(),
+		NodeVersion: l.Config.Kind.NodeVersion, NodeImage: image, Labels: labels,
+		KubeconfigPath: kubePath, Workers: spec.Workers, Mirrors: spec.Mirrors,
+	}
+	for _, p := range res.Pools {
+		cl.MetalLBPools = append(cl.MetalLBPools, sdk.AddressRange{First: p.First.String(), Last: p.Last.String()})
+	}
+	return cl
+}
+
+// LabelFleet marks a cluster's nodes with its fleet.
+const LabelFleet = "marina.dev/fleet"
+
+func (l *Lab) imageKindNode() string {
+	if l.Config.Images.KindNode != "" {
+		return l.Config.Images.KindNode
+	}
+	return "kindest/node:" + l.Config.Kind.NodeVersion
+}
+
+// createNodes renders the kind config, places the node files and runs kind.
+func (l *Lab) createNodes(ctx context.Context, c *Clusters, run *clusterRun, r lifecycle.Reporter) error {
+	kubeletLabels, _ := kind.SplitNodeLabels(run.cluster.Labels)
+	cfg, err := kind.Render(kind.RenderInput{
+		Name: run.spec.Name, Slot: run.res, NodeImage: run.cluster.NodeImage, Workers: run.spec.Workers,
+		Labels: kubeletLabels, APIServerAddress: c.APIServerAddress, Contributions: run.contribs,
+		NodeFilesDir: c.NodeFilesDir,
+	})
+	if err != nil {
+		return err
+	}
+	files, err := kind.CollectNodeFiles(run.contribs)
+	if err != nil {
+		return err
+	}
+	if len(files) > 0 {
+		placed, err := kind.NodeFiles(run.spec.Name, files, c.NodeFilesDir)
+		if err != nil {
+			return err
+		}
+		r.Progress(fmt.Sprintf("placing %d node files", len(placed)))
+		if err := kind.PlaceFiles(ctx, l.Driver.Exec, placed); err != nil {
+			return err
+		}
+	}
+	run.created = true // from here on, a failure must delete nodes
+	return c.Provider.Create(ctx, cfg, kind.CreateOptions{Retain: run.spec.Retain, Wait: run.spec.Wait})
+}
+
+// exportKubeconfig writes ~/.kube/marina/<name>.kubeconfig (0600) with the
+// address the user's machine reaches, and labels the nodes with what the
+// kubelet may not set itself.
+func (l *Lab) exportKubeconfig(ctx context.Context, c *Clusters, run *clusterRun) error {
+	raw, err := c.Provider.Kubeconfig(ctx, run.spec.Name, false)
+	if err != nil {
+		return err
+	}
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		return fmt.Errorf("kubeconfig of %s: %w", run.spec.Name, err)
+	}
+	if err := kubeconfig.Rename(cfg, run.spec.Name); err != nil {
+		return err
+	}
+	// kind reports the API's binding as Docker does; 0.0.0.0 (all
+	// addresses) or a VM becomes the address this machine reaches it at.
+	if err := pointAt(cfg, c.APIServerAddress); err != nil {
+		return fmt.Errorf("kubeconfig of %s: %w", run.spec.Name, err)
+	}
+	if err := kubeconfig.WriteCluster(run.kubePath, cfg); err != nil {
+		return err
+	}
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	run.kubecfg = out
+	run.cluster.Kubeconfig = out
+	_, admin := kind.SplitNodeLabels(run.cluster.Labels)
+	if len(admin) == 0 {
+		return nil
+	}
+	cs, err := clientsetFor(out)
+	if err != nil {
+		return err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes of %s: %w", run.spec.Name, err)
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": admin}})
+	for _, n := range nodes.Items {
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("label node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+func clientsetFor(kubecfg []byte) (kubernetes.Interface, error) {
+	rc, err := clientcmd.RESTConfigFromKubeConfig(kubecfg)
+	if err != nil {
+		return nil, err
+	}
+	rc.Timeout = 30 * time.Second
+	return kubernetes.NewForConfig(rc)
+}
+
+// markComplete writes the completion marker into the cluster.
+func markComplete(ctx context.Context, run *clusterRun) error {
+	cs, err := clientsetFor(run.kubecfg)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: MarkerConfigMap, Namespace: "kube-system",
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "marina"}},
+		Data: map[string]string{
+			"complete": "true", "slot": strconv.Itoa(run.res.Slot), "createdAt": time.Now().UTC().Format(time.RFC3339),
+			"fleet": run.spec.Fleet,
+		},
+	}
+	_, err = cs.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// rollback undoes a failed create, in reverse order, with a fresh bounded
+// context (an interrupted create is still cleaned up).
+func (l *Lab) rollback(c *Clusters, run *clusterRun) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var errs []error
+	if run.hooksRan && run.cluster != nil {
+		if _, err := l.RunHook(ctx, sdk.PreClusterDelete, run.cluster, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if run.created {
+		if err := c.Provider.Delete(ctx, run.spec.Name); err != nil {
+			errs = append(errs, err)
+		}
+		if err := kind.RemoveFiles(ctx, l.Driver.Exec, run.spec.Name, c.NodeFilesDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, l.forgetKubeconfig(ctx, c, run.spec.Name, run.kubePath))
+	return errors.Join(errs...)
+}
+
+// forgetKubeconfig removes the cluster's kubeconfig file and its entries in
+// the user's kubeconfig.
+func (l *Lab) forgetKubeconfig(ctx context.Context, c *Clusters, name, path string) error {
+	var errs []error
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if c.Target != nil {
+		if _, err := kubeconfig.Remove(ctx, *c.Target, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DeleteCluster runs the cluster-delete hooks (e.g. its DNS records), then
+// removes its nodes, node files, kubeconfig file and kubeconfig entries.
+func (l *Lab) DeleteCluster(ctx context.Context, c *Clusters, name string, opts lifecycle.Options) error {
+	if err := kind.ValidateName(name); err != nil {
+		return err
+	}
+	path := slot.KubeconfigPath(c.Home, name)
+	var cluster *sdk.Cluster
+	steps := []lifecycle.Step{
+		lifecycle.NewStep("Plugins: PreClusterDelete", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			slots, err := c.Slots(ctx)
+			if err != nil {
+				return err
+			}
+			n, ok := slots[name]
+			if !ok {
+				return fmt.Errorf("no cluster named %s (see marina cluster list)", name)
+			}
+			bridge, err := netip.ParsePrefix(l.Config.Network.BridgeCIDR)
+			if err != nil {
+				return err
+			}
+			res, err := slot.Derive(n, bridge)
+			if err != nil {
+				return err
+			}
+			cluster = l.sdkCluster(c, ClusterSpec{Name: name}, res, path)
+			if b, err := os.ReadFile(path); err == nil {
+				cluster.Kubeconfig = b
+			}
+			_, err = l.RunHook(ctx, sdk.PreClusterDelete, cluster, r)
+			return err
+		}),
+		lifecycle.NewStep("Delete cluster "+name+" (kind)", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			if err := c.Provider.Delete(ctx, name); err != nil {
+				return err
+			}
+			return kind.RemoveFiles(ctx, l.Driver.Exec, name, c.NodeFilesDir)
+		}),
+		lifecycle.NewStep("Kubeconfig", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			if !l.Config.Kind.AutoRemoveKubeconfig {
+				return os.Remove(path)
+			}
+			return l.forgetKubeconfig(ctx, c, name, path)
+		}),
+	}
+	_, err := lifecycle.Run(ctx, "cluster delete", steps, opts)
+	return err
+}
+
+// ClusterInfo is one row of `marina cluster list`.
+type ClusterInfo struct {
+	Name       string `json:"name"`
+	Slot       int    `json:"slot"`
+	APIPort    int    `json:"apiPort"`
+	Nodes      int    `json:"nodes"`
+	Ready      int    `json:"ready"`
+	Version    string `json:"version,omitempty"`
+	Fleet      string `json:"fleet,omitempty"`
+	Complete   bool   `json:"complete"`
+	CreatedAt  string `json:"createdAt,omitempty"`
+	Kubeconfig string `json:"kubeconfig"`
+	// Problem says why the cluster could not be read.
+	Problem string `json:"problem,omitempty"`
+}
+
+// ListClusters reads every cluster's state from live sources (nodes and
+// their API), concurrently, each bounded.
+func (l *Lab) ListClusters(ctx context.Context, c *Clusters) ([]ClusterInfo, error) {
+	slots, err := c.Slots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClusterInfo, 0, len(slots))
+	for name, n := range slots {
+		out = append(out, ClusterInfo{Name: name, Slot: n, APIPort: slot.APIPortBase + n, Kubeconfig: slot.KubeconfigPath(c.Home, name)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	done := make(chan struct{}, len(out))
+	for i := range out {
+		go func(ci *ClusterInfo) {
+			defer func() { done <- struct{}{} }()
+			readCluster(ctx, ci)
+		}(&out[i])
+	}
+	for range out {
+		<-done
+	}
+	return out, nil
+}
+
+// readCluster fills in nodes, readiness, version and the marker.
+func readCluster(ctx context.Context, ci *ClusterInfo) {
+	b, err := os.ReadFile(ci.Kubeconfig)
+	if err != nil {
+		ci.Problem = "no kubeconfig: " + err.Error()
+		return
+	}
+	cs, err := clientsetFor(b)
+	if err != nil {
+		ci.Problem = err.Error()
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	nodes, err := cs.CoreV1().Nodes().List(rctx, metav1.ListOptions{})
+	if err != nil {
+		ci.Problem = "API not answering: " + err.Error()
+		return
+	}
+	ci.Nodes = len(nodes.Items)
+	for _, n := range nodes.Items {
+		ci.Version = n.Status.NodeInfo.KubeletVersion
+		if f := n.Labels[LabelFleet]; f != "" {
+			ci.Fleet = f
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ci.Ready++
+			}
+		}
+	}
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(rctx, MarkerConfigMap, metav1.GetOptions{})
+	if err == nil {
+		ci.Complete = cm.Data["complete"] == "true"
+		ci.CreatedAt = cm.Data["createdAt"]
+		if ci.Fleet == "" {
+			ci.Fleet = cm.Data["fleet"]
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// pointAt rewrites the host of the kubeconfig's server to addr when addr is
+// set, or to 127.0.0.1 when kind reported the unspecified address; the port
+// is kept.
+func pointAt(cfg *clientcmdapi.Config, addr string) error {
+	for _, cl := range cfg.Clusters {
+		u, err := url.Parse(cl.Server)
+		if err != nil {
+			return err
+		}
+		host := u.Hostname()
+		switch {
+		case addr != "":
+			host = addr
+		case host == "0.0.0.0" || host == "::" || host == "":
+			host = "127.0.0.1"
+		default:
+			continue
+		}
+		u.Host = net.JoinHostPort(host, u.Port())
+		if err := kubeconfig.SetServer(cfg, u.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
