@@ -83,6 +83,10 @@ deleted otherwise, and the exit status is 2).`,
 				if err != nil {
 					return err
 				}
+				// Clusters first (their cleanup hooks need the services).
+				if c, err := a.clusters(cmd.Context(), lb, nil); err == nil {
+					steps = append([]lifecycle.Step{lb.StepDeleteClusters(c)}, steps...)
+				}
 				if purgeCache {
 					dir := lb.Runtime.RegistryCacheDir
 					steps = append(steps, lifecycle.NewStep("Purge registry cache",

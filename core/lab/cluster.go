@@ -625,3 +625,35 @@ func pointAt(cfg *clientcmdapi.Config, addr string) error {
 	}
 	return nil
 }
+
+// StepDeleteClusters deletes every cluster (hooks, nodes, kubeconfig
+// entries): the first step of `marina destroy`, so no context or DNS record
+// of a destroyed cluster is left behind.
+func (l *Lab) StepDeleteClusters(c *Clusters) lifecycle.Step {
+	return lifecycle.NewStep("Delete clusters",
+		func(ctx context.Context) ([]lifecycle.Change, error) {
+			slots, err := c.Slots(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var changes []lifecycle.Change
+			for _, n := range sortedKeys(slots) {
+				changes = append(changes, lifecycle.Change{Action: "delete", Target: "cluster " + n})
+			}
+			return changes, nil
+		},
+		func(ctx context.Context, r lifecycle.Reporter, changes []lifecycle.Change) error {
+			slots, err := c.Slots(ctx)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, n := range sortedKeys(slots) {
+				r.Progress("deleting cluster " + n)
+				if err := l.DeleteCluster(ctx, c, n, lifecycle.Options{}); err != nil {
+					errs = append(errs, fmt.Errorf("cluster %s: %w", n, err))
+				}
+			}
+			return errors.Join(errs...)
+		})
+}
