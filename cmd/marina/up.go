@@ -15,6 +15,7 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/hookenv"
+	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
@@ -103,6 +104,10 @@ func (a *app) openLabWithout(ctx context.Context, exclude []string) (*lab.Lab, *
 	}
 	lb.Host = newHostApplier(a, drv)
 	lb.Route = newRoute(a, l.Config, drv)
+	if home, err := os.UserHomeDir(); err == nil {
+		target := kubeconfig.DefaultTarget(home)
+		lb.KubeconfigDir, lb.Target = filepath.Join(home, ".kube", "marina"), &target
+	}
 	return lb, l, func() {
 		if err := d.Close(); err != nil {
 			a.log.Warn("stopping plugins", "err", err)

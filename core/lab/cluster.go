@@ -613,6 +613,11 @@ func pointAt(cfg *clientcmdapi.Config, addr string) error {
 		switch {
 		case addr != "":
 			host = addr
+			// The VM's address can change (a restart); verifying the API
+			// server as "kubernetes" (a name in every kubeadm API server
+			// certificate) keeps the kubeconfig valid when only the
+			// server's address is rewritten (see docs/networking.md).
+			cl.TLSServerName = "kubernetes"
 		case host == "0.0.0.0" || host == "::" || host == "":
 			host = "127.0.0.1"
 		default:

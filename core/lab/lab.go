@@ -19,6 +19,7 @@ import (
 	"github.com/bcollard/marina/core/docker"
 	"github.com/bcollard/marina/core/hookenv"
 	"github.com/bcollard/marina/core/hostnet"
+	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/slot"
@@ -61,6 +62,11 @@ type Lab struct {
 	// Route, when set (lima driver), routes the bridge CIDR to the VM; the
 	// guest's forwarding and no-SNAT rules are then ensured too.
 	Route *hostnet.Route
+	// KubeconfigDir holds the clusters' kubeconfig files (~/.kube/marina)
+	// and Target is the user's kubeconfig: up keeps both pointed at the
+	// VM's current address.
+	KubeconfigDir string
+	Target        *kubeconfig.Target
 	// RunID identifies this run in plugin logs.
 	RunID string
 
@@ -93,7 +99,7 @@ func Bridge(cfg *config.Config) (docker.NetworkSpec, error) {
 func (l *Lab) UpSteps() []lifecycle.Step {
 	steps := []lifecycle.Step{l.stepMachine(), l.stepNetwork()}
 	if l.Route != nil {
-		steps = append(steps, l.stepGuestNetwork(), l.stepRoute())
+		steps = append(steps, l.stepGuestNetwork(), l.stepRoute(), l.stepFollowAddress())
 	}
 	return append(steps, l.stepPostUp(), l.stepHostChanges())
 }

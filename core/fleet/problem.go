@@ -1,0 +1,186 @@
+package fleet
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Problem is one thing wrong with a manifest or a plan.
+type Problem struct {
+	// Path is the key path, e.g. "spec.clusters[2].dependsOn[0]";
+	// "(document)" for the file as a whole.
+	Path string `json:"path"`
+	// Message says what is wrong and how to fix it.
+	Message string `json:"message"`
+	// Line and Column locate the offending key or value in the manifest
+	// (1-based); 0 when the fleet was not parsed from a file.
+	Line   int `json:"line,omitempty"`
+	Column int `json:"column,omitempty"`
+}
+
+// String renders "path: message"; Error.Error puts "source:line:col: " in
+// front of it.
+func (p Problem) String() string {
+	return p.Path + ": " + p.Message
+}
+
+// Error lists every problem found at once. Parse, Validate and Plan return it.
+type Error struct {
+	// Source is the manifest's name ("fleet.yaml", "stdin").
+	Source string `json:"source,omitempty"`
+	// Stage is what found the problems: "parse", "validate" or "plan".
+	Stage    string    `json:"stage"`
+	Problems []Problem `json:"problems"`
+}
+
+// Error renders one line per problem, compiler style:
+//
+//	invalid fleet manifest fleet.yaml: 2 problems
+//	  fleet.yaml:12:7: spec.clusters[2].dependsOn[0]: unknown cluster "hbu"; did you mean "hub"?
+func (e *Error) Error() string {
+	var b strings.Builder
+	noun := "problems"
+	if len(e.Problems) == 1 {
+		noun = "problem"
+	}
+	what := "invalid fleet manifest"
+	if e.Stage == "plan" {
+		what = "cannot plan fleet"
+	}
+	if e.Source != "" {
+		fmt.Fprintf(&b, "%s %s: %d %s", what, e.Source, len(e.Problems), noun)
+	} else {
+		fmt.Fprintf(&b, "%s: %d %s", what, len(e.Problems), noun)
+	}
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		if p.Line > 0 {
+			src := e.Source
+			if src == "" {
+				src = "line"
+			}
+			if p.Column > 0 {
+				fmt.Fprintf(&b, "%s:%d:%d: ", src, p.Line, p.Column)
+			} else {
+				fmt.Fprintf(&b, "%s:%d: ", src, p.Line)
+			}
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// ExitCode makes a manifest error a usage error (exit status 2).
+func (e *Error) ExitCode() int { return 2 }
+
+// pos is where a key or value is written.
+type pos struct{ line, col int }
+
+// problems collects Problems, locating each path through a position table.
+type problems struct {
+	pos  map[string]pos
+	list []Problem
+}
+
+func (ps *problems) add(path, format string, args ...any) {
+	p := Problem{Path: path, Message: fmt.Sprintf(format, args...)}
+	p.Line, p.Column = ps.locate(path)
+	if p.Path == "" {
+		p.Path = "(document)"
+	}
+	ps.list = append(ps.list, p)
+}
+
+// locate finds the position of path, or of its nearest written parent.
+func (ps *problems) locate(path string) (line, col int) {
+	if ps.pos == nil {
+		return 0, 0
+	}
+	for {
+		if p, ok := ps.pos[path]; ok {
+			return p.line, p.col
+		}
+		if path == "" {
+			return 0, 0
+		}
+		path = parentPath(path)
+	}
+}
+
+// parentPath strips the last ".key" or "[i]" of path.
+func parentPath(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
+	}
+	return path[:i]
+}
+
+func (ps *problems) err(source, stage string) error {
+	if len(ps.list) == 0 {
+		return nil
+	}
+	return &Error{Source: source, Stage: stage, Problems: ps.list}
+}
+
+// suggest returns "; did you mean X?" for s among candidates, or "".
+// A candidate that differs only in case wins; otherwise the closest one by
+// edit distance if it is a plausible typo.
+func suggest(s string, candidates []string) string {
+	for _, c := range candidates {
+		if strings.EqualFold(c, s) {
+			return fmt.Sprintf("; did you mean %q? (case matters)", c)
+		}
+	}
+	if best := closest(s, candidates); best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
+	}
+	return ""
+}
+
+// closest returns the candidate nearest to s by edit distance, if near enough
+// to be a typo (at most a third of the length, 1..3 edits). Same rule as
+// core/config's key suggestions.
+func closest(s string, candidates []string) string {
+	best, bestDist := "", 1<<30
+	limit := min(max(len(s)/3, 1), 3)
+	for _, c := range candidates {
+		if d := levenshtein(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	if bestDist <= limit {
+		return best
+	}
+	return ""
+}
+
+// levenshtein is the edit distance between a and b (runes). Inputs longer
+// than 256 runes are compared by their first 256 only, keeping it cheap on
+// hostile input.
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) > 256 {
+		ra = ra[:256]
+	}
+	if len(rb) > 256 {
+		rb = rb[:256]
+	}
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
