@@ -106,7 +106,8 @@ gets its own slot.`,
 			if nodeVersion != "" {
 				spec.NodeImage = "kindest/node:" + nodeVersion
 			}
-			lb, _, closeLab, err := a.openLabWithout(cmd.Context(), noPlugins)
+			spec.Exclude = noPlugins
+			lb, _, closeLab, err := a.openLab(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -54,12 +53,6 @@ func newDriver(cfg *config.Config) (vm.Driver, error) {
 // before anything changes, and returns the lab with its plugin dispatcher.
 // The caller closes the returned dispatcher.
 func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), error) {
-	return a.openLabWithout(ctx, nil)
-}
-
-// openLabWithout is openLab with the plugins named in exclude left out of
-// the run (cluster create --no-plugin).
-func (a *app) openLabWithout(ctx context.Context, exclude []string) (*lab.Lab, *config.Loaded, func(), error) {
 	l, err := a.loadConfig()
 	if err != nil {
 		return nil, nil, nil, err
@@ -81,7 +74,7 @@ func (a *app) openLabWithout(ctx context.Context, exclude []string) (*lab.Lab, *
 	}
 	var runnable []plugin.Plugin
 	for _, e := range entries {
-		if e.Enabled && e.Problem == "" && !slices.Contains(exclude, e.Name) {
+		if e.Enabled && e.Problem == "" {
 			runnable = append(runnable, e.Plugin)
 		}
 	}

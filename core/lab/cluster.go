@@ -57,6 +57,8 @@ type ClusterSpec struct {
 	Wait time.Duration
 	// Fleet is the fleet the cluster belongs to (label marina.dev/fleet).
 	Fleet string
+	// Exclude names plugins whose hooks do not run for this cluster.
+	Exclude []string
 }
 
 // Clusters is what cluster operations need beyond the Lab.
@@ -106,7 +108,7 @@ func (l *Lab) CreateCluster(ctx context.Context, c *Clusters, spec ClusterSpec, 
 			return l.allocate(ctx, c, run, r)
 		}),
 		lifecycle.NewStep("Plugins: PreCluster", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
-			results, err := l.RunHook(ctx, sdk.PreCluster, run.cluster, r)
+			results, err := l.RunHookExcept(ctx, sdk.PreCluster, run.cluster, run.spec.Exclude, r)
 			for _, n := range sortedKeys(results) {
 				if k := results[n].Kind; k != nil {
 					run.contribs = append(run.contribs, kind.NamedContribution{Plugin: n, KindContribution: k})
@@ -122,7 +124,7 @@ func (l *Lab) CreateCluster(ctx context.Context, c *Clusters, spec ClusterSpec, 
 		}),
 		lifecycle.NewStep("Plugins: PostCluster", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
 			run.hooksRan = true
-			_, err := l.RunHook(ctx, sdk.PostCluster, run.cluster, r)
+			_, err := l.RunHookExcept(ctx, sdk.PostCluster, run.cluster, run.spec.Exclude, r)
 			return err
 		}),
 		lifecycle.NewStep("Mark complete", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
@@ -428,7 +430,7 @@ func (l *Lab) rollback(c *Clusters, run *clusterRun) error {
 	defer cancel()
 	var errs []error
 	if run.hooksRan && run.cluster != nil {
-		if _, err := l.RunHook(ctx, sdk.PreClusterDelete, run.cluster, nil); err != nil {
+		if _, err := l.RunHookExcept(ctx, sdk.PreClusterDelete, run.cluster, run.spec.Exclude, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -226,6 +226,11 @@ func (l *Lab) Env() (sdk.Env, error) {
 // RunHook runs hook in every plugin that implements it, reporting plugin
 // progress as "<plugin>: <message>".
 func (l *Lab) RunHook(ctx context.Context, hook sdk.Hook, cluster *sdk.Cluster, r lifecycle.Reporter) (map[string]*sdk.Result, error) {
+	return l.RunHookExcept(ctx, hook, cluster, nil, r)
+}
+
+// RunHookExcept is RunHook without the plugins named in exclude.
+func (l *Lab) RunHookExcept(ctx context.Context, hook sdk.Hook, cluster *sdk.Cluster, exclude []string, r lifecycle.Reporter) (map[string]*sdk.Result, error) {
 	if l.Plugins == nil {
 		return nil, nil
 	}
@@ -233,7 +238,7 @@ func (l *Lab) RunHook(ctx context.Context, hook sdk.Hook, cluster *sdk.Cluster, 
 	if err != nil {
 		return nil, err
 	}
-	return l.Plugins.RunHook(ctx, hook, sdk.HookCall{Env: env, Cluster: cluster, RunID: l.RunID}, func(p, msg string) {
+	return l.Plugins.RunHookExcept(ctx, hook, sdk.HookCall{Env: env, Cluster: cluster, RunID: l.RunID}, exclude, func(p, msg string) {
 		if r != nil {
 			r.Progress(p + ": " + msg)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -235,6 +236,13 @@ func (d *Dispatcher) sorted(errs []error) []error {
 // are not listed. The results of the plugins that succeeded are returned
 // either way. onProgress (may be nil) is called concurrently.
 func (d *Dispatcher) RunHook(ctx context.Context, hook sdk.Hook, base sdk.HookCall, onProgress func(plugin, msg string)) (map[string]*sdk.Result, error) {
+	return d.RunHookExcept(ctx, hook, base, nil, onProgress)
+}
+
+// RunHookExcept is RunHook without the plugins named in exclude (a cluster
+// created with some plugins switched off). Plugins that depend on an
+// excluded one still run, with the outputs it published earlier, if any.
+func (d *Dispatcher) RunHookExcept(ctx context.Context, hook sdk.Hook, base sdk.HookCall, exclude []string, onProgress func(plugin, msg string)) (map[string]*sdk.Result, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -244,7 +252,7 @@ func (d *Dispatcher) RunHook(ctx context.Context, hook sdk.Hook, base sdk.HookCa
 	}
 	var participants []string
 	for _, n := range d.names {
-		if descs[n].Has(hook) {
+		if descs[n].Has(hook) && !slices.Contains(exclude, n) {
 			participants = append(participants, n)
 		}
 	}

@@ -152,6 +152,25 @@ func TestDispatchOrderOutputsLaziness(t *testing.T) {
 	assertNoProcesses(t, marker)
 }
 
+// TestDispatchExcept: excluded plugins do not run; the others do.
+func TestDispatchExcept(t *testing.T) {
+	t.Parallel()
+	marker := newMarker(t)
+	d := NewDispatcher([]Plugin{{Spec: tp("a", marker)}, {Spec: tp("b", marker, "-deps", "a")}, {Spec: tp("c", marker)}}, testOpts())
+	defer d.Close()
+	res, err := d.RunHookExcept(context.Background(), sdk.PreCluster, sdk.HookCall{Cluster: &sdk.Cluster{Name: "dev"}}, []string{"a", "c"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res["b"] == nil || res["b"].Outputs["chain"] != "b" {
+		t.Fatalf("results = %v, want only b (without a's outputs)", res)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	assertNoProcesses(t, marker)
+}
+
 // TestDispatchStateDir: with a StateRoot, each plugin gets its own 0700
 // directory as Env.StateDir, whatever the caller's Env said.
 func TestDispatchStateDir(t *testing.T) {
