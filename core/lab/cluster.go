@@ -664,3 +664,27 @@ func (l *Lab) StepDeleteClusters(c *Clusters) lifecycle.Step {
 			return errors.Join(errs...)
 		})
 }
+
+// LabelNodes sets labels on every node of cluster name (through its
+// kubeconfig), e.g. marina.dev/fleet when a fleet adopts it.
+func (l *Lab) LabelNodes(ctx context.Context, c *Clusters, name string, labels map[string]string) error {
+	b, err := os.ReadFile(slot.KubeconfigPath(c.Home, name))
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", name, err)
+	}
+	cs, err := clientsetFor(b)
+	if err != nil {
+		return err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes of %s: %w", name, err)
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	for _, n := range nodes.Items {
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("label node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}

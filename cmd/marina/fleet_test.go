@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFleetCreateDryRun: the plan of a manifest, and a manifest with a
+// dependency cycle refused with the cycle named (exit 2), nothing created.
+func TestFleetCreateDryRun(t *testing.T) {
+	home := t.TempDir()
+	env := []string{"MARINA_VM_DRIVER=host", "MARINA_PLUGINS_METALLB_ENABLED=false"}
+	write := func(name, content string) string {
+		p := filepath.Join(home, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ok := write("fleet.yaml", `apiVersion: marina.dev/v1alpha1
+kind: Fleet
+metadata:
+  name: demo
+spec:
+  maxParallel: 2
+  clusters:
+    - mgmt
+    - name: east
+      dependsOn: [mgmt]
+      region: us-east1
+    - name: west
+      num: 5
+      dependsOn: [mgmt]
+      registries: none
+`)
+	r := marina(t, home, env, "fleet", "create", "--dry-run", "-f", ok)
+	if r.code != 0 {
+		t.Fatalf("fleet create --dry-run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"mgmt", "east", "west", "create", "5"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("plan lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	cycle := write("cycle.yaml", `apiVersion: marina.dev/v1alpha1
+kind: Fleet
+metadata:
+  name: loop
+spec:
+  clusters:
+    - name: a
+      dependsOn: [c]
+    - name: b
+      dependsOn: [a]
+    - name: c
+      dependsOn: [b]
+`)
+	r = marina(t, home, env, "fleet", "create", "--dry-run", "-f", cycle)
+	if r.code != 2 || !strings.Contains(r.stderr, "dependency cycle") || !strings.Contains(r.stderr, "a -> c -> b -> a") {
+		t.Fatalf("cycle: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	bad := write("bad.yaml", "apiVersion: marina.dev/v1alpha1\nkind: Fleet\nmetadata: {name: x}\nspec:\n  clusterz: [a]\n")
+	r = marina(t, home, env, "fleet", "create", "-f", bad)
+	if r.code != 2 || !strings.Contains(r.stderr, "clusterz") || !strings.Contains(r.stderr, "clusters") {
+		t.Fatalf("unknown key: exit %d\n%s", r.code, r.stderr)
+	}
+}
