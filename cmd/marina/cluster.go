@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/bcollard/marina/core/docker"
 	"github.com/bcollard/marina/core/exitcode"
@@ -32,7 +33,7 @@ func newClusterCmd(a *app) *cobra.Command {
 		GroupID: "lab",
 		Short:   "Create, delete and list kind clusters on the lab",
 	}
-	cmd.AddCommand(newClusterCreateCmd(a), newClusterDeleteCmd(a), newClusterListCmd(a))
+	cmd.AddCommand(newClusterCreateCmd(a), newClusterDeleteCmd(a), newClusterListCmd(a), newClusterLabelCmd(a))
 	return cmd
 }
 
@@ -100,6 +101,9 @@ gets its own slot.`,
 			}
 			lbl, err := parseLabels(labels)
 			if err != nil {
+				return exitcode.NewUsage(err)
+			}
+			if err := validateLabels(lbl); err != nil {
 				return exitcode.NewUsage(err)
 			}
 			spec.Labels = lbl
@@ -274,4 +278,64 @@ func parseLabels(in []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+func newClusterLabelCmd(a *app) *cobra.Command {
+	var labels []string
+	cmd := &cobra.Command{
+		Use:   "label NAME -l k=v|k- ...",
+		Short: "Set (k=v) or remove (k-) labels on every node of a cluster",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := kind.ValidateName(args[0]); err != nil {
+				return exitcode.NewUsage(err)
+			}
+			if len(labels) == 0 {
+				return exitcode.NewUsage(errors.New("give at least one -l k=v (set) or -l k- (remove)"))
+			}
+			set := map[string]string{}
+			for _, l := range labels {
+				if k, ok := strings.CutSuffix(l, "-"); ok && !strings.Contains(l, "=") {
+					set[k] = "-"
+					continue
+				}
+				k, v, ok := strings.Cut(l, "=")
+				if !ok || k == "" {
+					return exitcode.NewUsage(fmt.Errorf("-l %q: use key=value to set or key- to remove", l))
+				}
+				set[k] = v
+			}
+			if errs := validateLabels(set); errs != nil {
+				return exitcode.NewUsage(errs)
+			}
+			lb, err := a.statusLab()
+			if err != nil {
+				return err
+			}
+			c, err := a.clusters(cmd.Context(), lb, nil)
+			if err != nil {
+				return err
+			}
+			return lb.LabelNodes(cmd.Context(), c, args[0], set)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&labels, "label", "l", nil, "k=v to set, k- to remove (repeatable)")
+	return cmd
+}
+
+// validateLabels checks label keys and values with Kubernetes' own rules.
+func validateLabels(labels map[string]string) error {
+	var errs []error
+	for k, v := range labels {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, fmt.Errorf("label key %q: %s", k, msg))
+		}
+		if v == "-" {
+			continue
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, fmt.Errorf("label %s value %q: %s", k, v, msg))
+		}
+	}
+	return errors.Join(errs...)
 }

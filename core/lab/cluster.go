@@ -666,7 +666,8 @@ func (l *Lab) StepDeleteClusters(c *Clusters) lifecycle.Step {
 }
 
 // LabelNodes sets labels on every node of cluster name (through its
-// kubeconfig), e.g. marina.dev/fleet when a fleet adopts it.
+// kubeconfig), e.g. marina.dev/fleet when a fleet adopts it. A key whose
+// value is "-" is removed.
 func (l *Lab) LabelNodes(ctx context.Context, c *Clusters, name string, labels map[string]string) error {
 	b, err := os.ReadFile(slot.KubeconfigPath(c.Home, name))
 	if err != nil {
@@ -680,7 +681,15 @@ func (l *Lab) LabelNodes(ctx context.Context, c *Clusters, name string, labels m
 	if err != nil {
 		return fmt.Errorf("list nodes of %s: %w", name, err)
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	set := map[string]any{}
+	for k, v := range labels {
+		if v == "-" {
+			set[k] = nil // a JSON merge patch removes null keys
+		} else {
+			set[k] = v
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": set}})
 	for _, n := range nodes.Items {
 		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("label node %s: %w", n.Name, err)

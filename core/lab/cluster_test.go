@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -130,6 +131,13 @@ func (p *apiProvider) Kubeconfig(ctx context.Context, name string, internal bool
 	return clientcmd.Write(*out)
 }
 
+func (p *apiProvider) mustKubeconfig(t *testing.T, name string) []byte {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.servers[name].Kubeconfig
+}
+
 func (p *apiProvider) Nodes(ctx context.Context, name string) ([]string, error) { return nil, nil }
 
 func (p *apiProvider) slotsOf(ctx context.Context) (map[string]int, error) {
@@ -223,6 +231,23 @@ func TestCreateAndDeleteCluster(t *testing.T) {
 	list, err := l.ListClusters(ctx, c)
 	if err != nil || len(list) != 1 || !list[0].Complete || list[0].Slot != 1 || list[0].Problem != "" {
 		t.Fatalf("list = %+v, %v", list, err)
+	}
+
+	// Node labels: set and remove on every node (a Node object stands in
+	// for the kubelet's registration).
+	cs, err := clientsetFor(p.mustKubeconfig(t, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dev-control-plane", Labels: map[string]string{"old": "x"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.LabelNodes(ctx, c, "dev", map[string]string{"tier": "gold", "old": "-"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, "dev-control-plane", metav1.GetOptions{})
+	if err != nil || n.Labels["tier"] != "gold" || n.Labels["old"] != "" {
+		t.Fatalf("node labels = %v, %v", n.Labels, err)
 	}
 
 	if _, err := l.CreateCluster(ctx, c, ClusterSpec{Name: "dev"}, lifecycle.Options{}); err == nil || !strings.Contains(err.Error(), "already exists") {
