@@ -260,7 +260,7 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 				filepath.Join(inst.Dir, filenames.HostAgentStderrLog))
 		}
 	default:
-		return vm.Status{}, fmt.Errorf("Lima reports the VM %s as %q%s; run `marina down` and `marina up` again, or `marina destroy` to start over",
+		return vm.Status{}, fmt.Errorf("the VM %s is %q according to Lima%s; run `marina down` and `marina up` again, or `marina destroy` to start over",
 			d.vmName(), inst.Status, instErrors(inst))
 	}
 	if err := d.waitDocker(ctx); err != nil {
@@ -333,7 +333,7 @@ func (d *Driver) preflight() error {
 	}
 	if d.guestAgentPath() == "" {
 		arch := limatype.NewArch(d.goarch)
-		return fmt.Errorf("Lima's guest agent for %s-%s is missing: marina looks in %s and in <prefix>/share/lima next to the marina binary. "+
+		return fmt.Errorf("the Lima guest agent for %s-%s is missing: marina looks in %s and in <prefix>/share/lima next to the marina binary. "+
 			"Build it from the Lima module marina pins: GOOS=linux GOARCH=%s CGO_ENABLED=0 go install github.com/lima-vm/lima/v2/cmd/lima-guestagent@%s, "+
 			"then copy $(go env GOPATH)/bin/linux_%s/lima-guestagent to %s",
 			limatype.LINUX, arch, d.shareLima(), d.goarch, LimaVersion, d.goarch, filepath.Join(d.shareLima(), "lima-guestagent."+limatype.LINUX+"-"+arch))
