@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	namesuggest "github.com/bcollard/marina/core/suggest"
 )
 
 // suggest returns a "did you mean" hint for an unknown key under parent, or "".
@@ -41,47 +43,5 @@ func sectionOf(path string) string {
 	return path[:i] + ":"
 }
 
-// closest returns the candidate nearest to s by edit distance, if near enough
-// to be a plausible typo (at most a third of the length, and at most 3 edits).
-func closest(s string, candidates []string) string {
-	best, bestDist := "", 1<<30
-	limit := len(s) / 3
-	if limit < 1 {
-		limit = 1
-	}
-	if limit > 3 {
-		limit = 3
-	}
-	for _, c := range candidates {
-		d := levenshtein(strings.ToLower(s), strings.ToLower(c))
-		if d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	if bestDist <= limit {
-		return best
-	}
-	return ""
-}
-
-// levenshtein is the edit distance between a and b (runes).
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}
+// closest is suggest.Closest (shared with the Fleet parser).
+func closest(s string, candidates []string) string { return namesuggest.Closest(s, candidates) }

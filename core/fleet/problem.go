@@ -3,6 +3,8 @@ package fleet
 import (
 	"fmt"
 	"strings"
+
+	namesuggest "github.com/bcollard/marina/core/suggest"
 )
 
 // Problem is one thing wrong with a manifest or a plan.
@@ -138,49 +140,6 @@ func suggest(s string, candidates []string) string {
 	return ""
 }
 
-// closest returns the candidate nearest to s by edit distance, if near enough
-// to be a typo (at most a third of the length, 1..3 edits). Same rule as
-// core/config's key suggestions.
-func closest(s string, candidates []string) string {
-	best, bestDist := "", 1<<30
-	limit := min(max(len(s)/3, 1), 3)
-	for _, c := range candidates {
-		if d := levenshtein(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	if bestDist <= limit {
-		return best
-	}
-	return ""
-}
-
-// levenshtein is the edit distance between a and b (runes). Inputs longer
-// than 256 runes are compared by their first 256 only, keeping it cheap on
-// hostile input.
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	if len(ra) > 256 {
-		ra = ra[:256]
-	}
-	if len(rb) > 256 {
-		rb = rb[:256]
-	}
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}
+// closest is suggest.Closest (the same rule as core/config's key
+// suggestions).
+func closest(s string, candidates []string) string { return namesuggest.Closest(s, candidates) }
