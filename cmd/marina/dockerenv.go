@@ -12,22 +12,18 @@ import (
 
 // labDockerHost returns the lab's Docker endpoint (the machine must run).
 func (a *app) labDockerHost(cmd *cobra.Command) (string, string, error) {
-	l, err := a.loadConfig()
+	lb, err := a.statusLab()
 	if err != nil {
 		return "", "", err
 	}
-	drv, err := newDriver(l.Config)
-	if err != nil {
-		return "", "", err
-	}
-	st, err := drv.Status(cmd.Context())
+	st, err := lb.Driver.Status(cmd.Context())
 	if err != nil {
 		return "", "", err
 	}
 	if st.State != vm.Running || st.DockerHost == "" {
 		return "", "", fmt.Errorf("the lab's machine is %s: run marina up", st.State)
 	}
-	return st.DockerHost, l.Config.VM.Name, nil
+	return st.DockerHost, lb.Config.VM.Name, nil
 }
 
 func newDockerEnvCmd(a *app) *cobra.Command {
@@ -110,15 +106,11 @@ func newShellCmd(a *app) *cobra.Command {
 		GroupID: "lab",
 		Short:   "An interactive shell on the machine that runs Docker (the VM), or a command after --",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := a.loadConfig()
+			lb, err := a.statusLab()
 			if err != nil {
 				return err
 			}
-			drv, err := newDriver(l.Config)
-			if err != nil {
-				return err
-			}
-			return drv.Shell(cmd.Context(), args, a.in, a.out, a.err)
+			return lb.Driver.Shell(cmd.Context(), args, a.in, a.out, a.err)
 		},
 	}
 }

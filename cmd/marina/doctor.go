@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/pluginset"
 )
@@ -31,11 +32,7 @@ Exit status: 0 when no check failed (warnings allowed), 1 when one did, 2 when t
 config is invalid.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
-			drv, err := newDriver(l.Config)
+			lb, err := a.statusLab()
 			if err != nil {
 				return err
 			}
@@ -43,7 +40,7 @@ config is invalid.`,
 			if err != nil {
 				return err
 			}
-			lb := &lab.Lab{Config: l.Config, Driver: drv}
+			l := &config.Loaded{Config: lb.Config}
 			checks := lb.Doctor(cmd.Context(), lab.DoctorOptions{StateDir: dir, Extra: []func(context.Context) lab.Check{
 				func(context.Context) lab.Check {
 					entries, store, err := a.resolvePlugins(l)

@@ -26,15 +26,10 @@ Exit status is 0 when the status could be read, whatever it says; use
 marina doctor for a pass/fail check.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := a.loadConfig()
+			lb, err := a.statusLab()
 			if err != nil {
 				return err
 			}
-			drv, err := newDriver(l.Config)
-			if err != nil {
-				return err
-			}
-			lb := &lab.Lab{Config: l.Config, Driver: drv}
 			st, err := lb.Status(cmd.Context())
 			if err != nil {
 				return err
