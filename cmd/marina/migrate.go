@@ -53,13 +53,18 @@ exists (use --force) or there is no klimax installation.`,
 				return err
 			}
 			opts := migrate.Options{ConfigPath: cfgPath, KlimaxConfig: klimaxConfig, Force: force}
+			// Planning only reads, so it runs without the lock: a dry run, a
+			// refusal and "nothing to migrate" leave the disk exactly as it
+			// was (the lock file included). Applying plans again under the lock.
+			p, err := migrate.NewPlan(home, opts)
+			if err != nil {
+				return err
+			}
 			if dryRun {
-				// Reading only: no lock, so that a dry run changes nothing at all.
-				p, err := migrate.NewPlan(home, opts)
-				if err != nil {
-					return err
-				}
 				return a.showMigration(output, &migrateOutput{DryRun: true, Plan: p}, nil)
+			}
+			if err := p.Refusal(); err != nil {
+				return a.showMigration(output, &migrateOutput{Plan: p}, err)
 			}
 			return a.withLock(cmd.Context(), func() error {
 				p, err := migrate.NewPlan(home, opts)
@@ -76,7 +81,14 @@ exists (use --force) or there is no klimax installation.`,
 						return err
 					}
 					fmt.Fprintln(a.out)
-					progress = func(r migrate.StepResult) { fmt.Fprintln(a.out, r.Line(home)) }
+					progress = func(r migrate.StepResult) {
+						if r.Outcome == migrate.OutcomeManual {
+							// Said once, in full, under "Left to you".
+							fmt.Fprintf(a.out, "%-13s %s: see below\n", r.Outcome.Word(), r.What())
+							return
+						}
+						fmt.Fprintln(a.out, r.Line(home))
+					}
 				}
 				res, err := migrate.Apply(cmd.Context(), p, progress)
 				out.Result = res

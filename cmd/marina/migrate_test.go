@@ -18,7 +18,17 @@ import (
 // cluster's kubeconfig.
 func klimaxHome(t *testing.T) string {
 	t.Helper()
-	home := t.TempDir()
+	// Short, so that Lima's socket paths under ~/.marina/lima/klimax stay
+	// below macOS's limit and the VM can be adopted.
+	dir, err := os.MkdirTemp("/tmp", "mgc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	home, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	put := func(rel, content string, mode os.FileMode) {
 		t.Helper()
 		p := filepath.Join(home, rel)

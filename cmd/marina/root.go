@@ -98,6 +98,7 @@ Exit status: 0 ok, 1 failure, 2 usage or configuration error, 130 interrupted.`,
 		newPluginCmd(a),
 		newVersionCmd(a),
 		newConfigCmd(a),
+		newMigrateCmd(a),
 	)
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")
