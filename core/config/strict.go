@@ -133,7 +133,7 @@ func (c *checker) walk(n *yaml.Node, f *field, path string) bool {
 			c.problem(path, n, "must be a mapping, got %s", describe(n))
 			return false
 		}
-		return true
+		return c.freeForm(n, path)
 	default:
 		if err := checkScalar(n, f.Type); err != nil {
 			c.problem(path, n, "%v", err)
@@ -141,6 +141,39 @@ func (c *checker) walk(n *yaml.Node, f *field, path string) bool {
 		}
 		return true
 	}
+}
+
+// freeForm checks a free-form value (a plugin's config, which the plugin
+// validates itself) for what its Go type cannot hold: a mapping key that is
+// not a plain string (a list or a mapping used as a key).
+func (c *checker) freeForm(n *yaml.Node, path string) bool {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if c.visits++; c.visits > maxVisits {
+		return false
+	}
+	ok := true
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			if key.Kind == yaml.AliasNode {
+				key = key.Alias
+			}
+			if key.Kind != yaml.ScalarNode {
+				c.problem(path, key, "keys must be plain strings, got %s", describe(key))
+				ok = false
+				continue
+			}
+			ok = c.freeForm(val, joinPath(path, key.Value)) && ok
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			ok = c.freeForm(item, fmt.Sprintf("%s[%d]", path, i)) && ok
+		}
+	}
+	return ok
 }
 
 // walkElem checks an element of a map or list of structs: its fields are
