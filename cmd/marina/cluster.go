@@ -63,7 +63,7 @@ func (a *app) clusters(ctx context.Context, lb *lab.Lab, progress func(string)) 
 				return nil, err
 			}
 			defer dc.Close()
-			return dc.ClusterSlots(ctx)
+			return dc.ClusterSlots(ctx, lb.Config.Network.Name)
 		},
 		StateDir:     filepath.Join(dir, "state"),
 		Home:         home,

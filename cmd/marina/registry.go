@@ -30,7 +30,9 @@ func (a *app) statusLab() (*lab.Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &lab.Lab{Config: l.Config, Driver: drv}, nil
+	lb := &lab.Lab{Config: l.Config, Driver: drv}
+	a.hostFacts(lb)
+	return lb, nil
 }
 
 func newRegistryListCmd(a *app) *cobra.Command {

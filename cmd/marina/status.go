@@ -34,15 +34,55 @@ marina doctor for a pass/fail check.`,
 			if err != nil {
 				return err
 			}
+			full := statusView{Status: st, Clusters: []lab.ClusterInfo{}}
+			if st.Machine.State == vm.Running {
+				if c, err := a.clusters(cmd.Context(), lb, nil); err == nil {
+					if list, err := lb.ListClusters(cmd.Context(), c); err == nil {
+						full.Clusters = list
+					}
+				}
+			}
 			if output != "text" {
-				return printStructured(a.out, output, st)
+				return printStructured(a.out, output, full)
 			}
 			printStatus(a.out, st)
+			printClusters(a.out, full.Clusters, st.Machine.State == vm.Running)
 			return nil
 		},
 	}
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
+}
+
+// statusView is `marina status -o json|yaml`: the lab and its clusters.
+type statusView struct {
+	*lab.Status
+	Clusters []lab.ClusterInfo `json:"clusters"`
+}
+
+// printClusters renders the clusters' lines of status.
+func printClusters(w io.Writer, list []lab.ClusterInfo, running bool) {
+	if !running {
+		return
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(w, "Clusters: none (marina cluster create NAME)")
+		return
+	}
+	fmt.Fprintln(w, "Clusters:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tSLOT\tAPI\tREADY\tSTATUS")
+	for _, c := range list {
+		status := "complete"
+		switch {
+		case c.Problem != "":
+			status = c.Problem
+		case !c.Complete:
+			status = "incomplete"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d/%d\t%s\n", c.Name, c.Slot, c.APIPort, c.Ready, c.Nodes, status)
+	}
+	_ = tw.Flush()
 }
 
 // printStatus renders st as text.
@@ -74,6 +114,19 @@ func printStatus(w io.Writer, st *lab.Status) {
 		fmt.Fprintf(w, "Network:  %s: differs from the config: %s\n", n.Name, n.Problem)
 	default:
 		fmt.Fprintf(w, "Network:  %s %s, ip-range %s, bridge %s: ok\n", n.Name, n.Subnet, n.IPRange, n.Bridge)
+	}
+	for _, x := range []struct {
+		label string
+		c     *lab.Check
+	}{{"Route:", st.Route}, {"Resolver:", st.Resolver}} {
+		if x.c == nil {
+			continue
+		}
+		line := fmt.Sprintf("%-9s %s %s", x.label, x.c.Status, x.c.Detail)
+		if x.c.Fix != "" {
+			line += " (fix: " + x.c.Fix + ")"
+		}
+		fmt.Fprintln(w, line)
 	}
 	if len(st.Services) == 0 {
 		fmt.Fprintln(w, "Services: none")

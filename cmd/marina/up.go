@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/hookenv"
+	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/lifecycle"
@@ -96,16 +98,28 @@ func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), er
 		RunID: strconv.FormatInt(time.Now().UnixNano(), 36),
 	}
 	lb.Host = newHostApplier(a, drv)
-	lb.Route = newRoute(a, l.Config, drv)
-	if home, err := os.UserHomeDir(); err == nil {
-		target := kubeconfig.DefaultTarget(home)
-		lb.KubeconfigDir, lb.Target = filepath.Join(home, ".kube", "marina"), &target
-	}
+	a.hostFacts(lb)
 	return lb, l, func() {
 		if err := d.Close(); err != nil {
 			a.log.Warn("stopping plugins", "err", err)
 		}
 	}, nil
+}
+
+// hostFacts fills in what the lab needs to know about this machine: the
+// route (lima), the kubeconfigs, the OS for resolver checks.
+func (a *app) hostFacts(lb *lab.Lab) {
+	lb.Route = newRoute(a, lb.Config, lb.Driver)
+	if home, err := os.UserHomeDir(); err == nil {
+		target := kubeconfig.DefaultTarget(home)
+		lb.KubeconfigDir, lb.Target = filepath.Join(home, ".kube", "marina"), &target
+	}
+	switch runtime.GOOS {
+	case "darwin":
+		lb.HostOS = hostnet.Darwin
+	case "linux":
+		lb.HostOS = hostnet.Linux
+	}
 }
 
 // pipelineFlags are the flags of every state-changing pipeline command.

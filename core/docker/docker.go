@@ -254,11 +254,12 @@ const (
 	kindRoleLabel    = "io.x-k8s.kind.role"
 )
 
-// ClusterSlots returns the slot of every kind cluster on the engine, read
-// from its control-plane container's API port binding (host port 7000+N),
-// running or not. A cluster whose binding is not a slot port is reported
-// with slot 0.
-func (c *Client) ClusterSlots(ctx context.Context) (map[string]int, error) {
+// ClusterSlots returns the slot of every marina cluster on the engine: the
+// kind clusters on network whose control-plane container binds the API on a
+// slot port (7000+N), running or not. kind clusters marina did not make (on
+// another network, or on a random API port) are not listed, so nothing
+// marina does touches them.
+func (c *Client) ClusterSlots(ctx context.Context, network string) (map[string]int, error) {
 	res, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true,
 		Filters: client.Filters{}.Add("label", kindRoleLabel+"=control-plane")})
 	if err != nil {
@@ -270,12 +271,11 @@ func (c *Client) ClusterSlots(ctx context.Context) (map[string]int, error) {
 		if name == "" {
 			continue
 		}
-		out[name] = 0
 		ins, err := c.api.ContainerInspect(ctx, s.ID, client.ContainerInspectOptions{})
 		if err != nil {
 			continue
 		}
-		if ins.Container.HostConfig == nil {
+		if ins.Container.HostConfig == nil || ins.Container.NetworkSettings == nil || ins.Container.NetworkSettings.Networks[network] == nil {
 			continue
 		}
 		for port, bindings := range ins.Container.HostConfig.PortBindings {

@@ -89,3 +89,34 @@ func TestOpenUnreachable(t *testing.T) {
 		t.Fatalf("Open of a missing socket: %v", err)
 	}
 }
+
+// TestClusterSlots: only kind control planes on the lab's network with an
+// API binding on a slot port are marina's clusters; a user's own kind
+// cluster (random port) or one on another network is left out.
+func TestClusterSlots(t *testing.T) {
+	dockertest.Require(t)
+	img := dockertest.Image(t, "etcd")
+	lab := dockertest.Network(t, "172.21.0.0/16")
+	other := dockertest.Network(t, "172.20.0.0/16")
+	kindNode := func(cluster, network, publish string) {
+		dockertest.Run(t, "--network", network, "--label", "io.x-k8s.kind.role=control-plane",
+			"--label", "io.x-k8s.kind.cluster="+cluster, "-p", publish, img, "--data-dir", "/data")
+	}
+	kindNode("ours", lab.Name, "127.0.0.1:7097:6443")
+	kindNode("usersown", lab.Name, "127.0.0.1::6443")
+	kindNode("elsewhere", other.Name, "127.0.0.1:7096:6443")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := docker.Open(ctx, docker.DefaultHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := c.ClusterSlots(ctx, lab.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["ours"] != 97 {
+		t.Fatalf("ClusterSlots = %v, want only ours in slot 97", got)
+	}
+}

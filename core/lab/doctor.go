@@ -74,7 +74,10 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 		add(Check{Name: "machine config", Status: Warn, Detail: d, Fix: "marina destroy && marina up (the VM keeps the settings it was created with)"})
 	}
 
-	if c := l.routeCheck(ctx, m); c != nil {
+	if st.Route != nil {
+		add(*st.Route)
+	}
+	if c := l.kubeconfigCheck(m); c != nil {
 		add(*c)
 	}
 	if l.Route != nil {
@@ -129,6 +132,9 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 			}
 			add(mirrorCheck(ctx, s, l.mirrorPort(s.Name), opts.Timeout))
 		}
+	}
+	if st.Resolver != nil {
+		add(*st.Resolver)
 	}
 	add(diskCheck(opts.StateDir))
 	return append(out, runExtra(ctx, opts)...)

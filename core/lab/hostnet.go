@@ -8,6 +8,7 @@ import (
 	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/sdk"
 )
 
 // The lima driver's network steps: the guest forwards and does not SNAT
@@ -125,4 +126,48 @@ func (l *Lab) routeCheck(ctx context.Context, st vm.Status) *Check {
 		return &Check{Name: name, Status: Fail, Detail: detail, Fix: "marina up (adds or fixes the route; asks for sudo)"}
 	}
 	return &Check{Name: name, Status: OK, Detail: "via " + st.GuestIP}
+}
+
+// resolverCheck reports whether this machine sends the zone to the lab's
+// DNS server (nil when localdns is off or the OS is not one marina
+// configures).
+func (l *Lab) resolverCheck(ctx context.Context, bridge string) *Check {
+	if l.HostOS == "" || !l.pluginEnabled("localdns") {
+		return nil
+	}
+	r := &hostnet.Resolver{OS: l.HostOS, Priv: &hostnet.Privileged{Runner: hostnet.ExecRunner{}}}
+	if l.Driver.Name() == "host" {
+		r.Link = bridge
+	}
+	name := "resolver " + l.Config.DNS.Zone
+	st, err := r.Check(ctx, sdk.ResolverChange{Domain: l.Config.DNS.Zone, Nameservers: []string{l.Config.DNS.ServerIP}})
+	if err != nil {
+		return &Check{Name: name, Status: Warn, Detail: err.Error()}
+	}
+	if !st.InPlace {
+		// On macOS the resolver file is the product's promise (names
+		// resolve from the Mac); on Linux it is the user's choice.
+		status := Warn
+		if l.HostOS == hostnet.Darwin {
+			status = Fail
+		}
+		return &Check{Name: name, Status: status, Detail: st.Detail, Fix: st.Fix}
+	}
+	return &Check{Name: name, Status: OK, Detail: st.Detail}
+}
+
+// kubeconfigCheck reports clusters' kubeconfigs that do not point at the
+// VM's current address (lima driver).
+func (l *Lab) kubeconfigCheck(st vm.Status) *Check {
+	if l.Route == nil || st.GuestIP == "" || l.KubeconfigDir == "" {
+		return nil
+	}
+	stale, err := staleKubeconfigs(l.KubeconfigDir, st.GuestIP)
+	if err != nil {
+		return &Check{Name: "kubeconfigs", Status: Warn, Detail: err.Error()}
+	}
+	if len(stale) > 0 {
+		return &Check{Name: "kubeconfigs", Status: Fail, Detail: fmt.Sprintf("%d point at an old VM address", len(stale)), Fix: "marina up (rewrites them)"}
+	}
+	return &Check{Name: "kubeconfigs", Status: OK, Detail: "all point at " + st.GuestIP}
 }

@@ -67,6 +67,9 @@ type Lab struct {
 	// VM's current address.
 	KubeconfigDir string
 	Target        *kubeconfig.Target
+	// HostOS is hostnet.Darwin or hostnet.Linux (resolver checks); empty
+	// skips them.
+	HostOS string
 	// RunID identifies this run in plugin logs.
 	RunID string
 
@@ -335,6 +338,10 @@ type Status struct {
 	Machine  vm.Status       `json:"machine"`
 	Network  NetworkStatus   `json:"network"`
 	Services []ServiceStatus `json:"services"`
+	// Route is the host route to the bridge (lima driver only).
+	Route *Check `json:"route,omitempty"`
+	// Resolver says whether the host sends the zone to the lab's DNS.
+	Resolver *Check `json:"resolver,omitempty"`
 }
 
 // NetworkStatus is the bridge network's state.
@@ -408,6 +415,8 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	out.Route = l.routeCheck(ctx, st)
+	out.Resolver = l.resolverCheck(ctx, out.Network.Bridge)
 	for _, s := range services {
 		if !slices.Contains(s.Networks, spec.Name) {
 			continue // another lab's, or a test's
