@@ -23,19 +23,58 @@ const (
 // in test/tools/go.mod; TestVersionMatchesToolsGoMod keeps them in step).
 const Version = "v1.37.2"
 
+// MetalLBVersion and ExternalDNSVersion are the releases of MetalLB's controller
+// (go.universe.tf/metallb in test/tools/metallb/go.mod) and of ExternalDNS
+// (sigs.k8s.io/external-dns in test/tools/externaldns/go.mod) that
+// test/tools/build.sh builds; TestControllerVersionsMatchGoMod keeps them in step.
+const (
+	MetalLBVersion     = "v0.16.2"
+	ExternalDNSVersion = "v0.23.0"
+)
+
 // BuildCommand is the command that builds the binaries into the cache.
 const BuildCommand = "bash test/tools/build.sh"
 
-// Assets are the paths of the binaries a cluster runs.
+// Names of the binaries in the assets directory.
+const (
+	// MetalLBControllerName is MetalLB's controller (go.universe.tf/metallb/controller).
+	MetalLBControllerName = "metallb-controller"
+	// ExternalDNSName is ExternalDNS (sigs.k8s.io/external-dns).
+	ExternalDNSName = "external-dns"
+)
+
+// Assets are the paths of the binaries a cluster runs, and of the controllers
+// tests may run against it.
 type Assets struct {
 	// Dir is the directory the binaries were found in.
 	Dir string
 	// KubeAPIServer, Etcd and Kubectl are the binaries' paths in Dir.
 	KubeAPIServer, Etcd, Kubectl string
+	// MetalLBController and ExternalDNS are the paths of metallb-controller and
+	// external-dns in Dir, or "" when Dir lacks them: build.sh always builds them,
+	// but a $MARINA_KUBE_ASSETS directory (e.g. controller-runtime's assets) need
+	// not hold them. MetalLBControllerPath and ExternalDNSPath require them.
+	MetalLBController, ExternalDNS string
 }
 
 // assetNames are the binaries that must be in the assets directory.
 var assetNames = []string{"kube-apiserver", "etcd", "kubectl"}
+
+// executable reports whether path is a regular file with an execute bit.
+func executable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// buildFix says how to get binaries missing from a directory found through from
+// ("the test cache" or "$MARINA_KUBE_ASSETS").
+func buildFix(from string) string {
+	fix := "run " + BuildCommand + " (builds them into $" + CacheEnv + "/kube/bin, ~15–20 min cold)"
+	if from != "the test cache" {
+		fix = "put them there, or unset " + AssetsEnv + " and " + fix
+	}
+	return fix
+}
 
 // FindAssets looks the binaries up: in $MARINA_KUBE_ASSETS when set, else in
 // $MARINA_TEST_CACHE/kube/bin (default $HOME/.cache/marina-test/kube/bin). The
@@ -60,25 +99,27 @@ func findAssets(getenv func(string) string) (Assets, error) {
 	}
 	var missing []string
 	for _, name := range assetNames {
-		fi, err := os.Stat(filepath.Join(dir, name))
-		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		if !executable(filepath.Join(dir, name)) {
 			missing = append(missing, name)
 		}
 	}
 	if len(missing) > 0 {
-		fix := "run " + BuildCommand + " (builds them into $" + CacheEnv + "/kube/bin, ~7 min cold)"
-		if from != "the test cache" {
-			fix = "put them there, or unset " + AssetsEnv + " and " + fix
-		}
 		return Assets{}, fmt.Errorf("%s missing from %s (%s); fix: %s",
-			strings.Join(missing, ", "), dir, from, fix)
+			strings.Join(missing, ", "), dir, from, buildFix(from))
 	}
-	return Assets{
+	a := Assets{
 		Dir:           dir,
 		KubeAPIServer: filepath.Join(dir, "kube-apiserver"),
 		Etcd:          filepath.Join(dir, "etcd"),
 		Kubectl:       filepath.Join(dir, "kubectl"),
-	}, nil
+	}
+	if p := filepath.Join(dir, MetalLBControllerName); executable(p) {
+		a.MetalLBController = p
+	}
+	if p := filepath.Join(dir, ExternalDNSName); executable(p) {
+		a.ExternalDNS = p
+	}
+	return a, nil
 }
 
 var (
@@ -102,10 +143,10 @@ func requireAssets(t testing.TB, a Assets, err error, getenv func(string) string
 		return a
 	}
 	if getenv(SkipEnv) == "1" && getenv("CI") == "" {
-		t.Skipf("kube-apiserver binaries not available (%v); skipping because %s=1", err, SkipEnv)
+		t.Skipf("tier-3 test binaries not available (%v); skipping because %s=1", err, SkipEnv)
 		return Assets{}
 	}
-	t.Fatalf("kube-apiserver binaries not available: %v\n"+
+	t.Fatalf("tier-3 test binaries not available: %v\n"+
 		"Without them, set %s=1 to skip tier-3 tests (ignored when CI is set).", err, SkipEnv)
 	return Assets{}
 }
@@ -115,4 +156,37 @@ func requireAssets(t testing.TB, a Assets, err error, getenv func(string) string
 func KubectlPath(t testing.TB) string {
 	t.Helper()
 	return RequireAssets(t).Kubectl
+}
+
+// MetalLBControllerPath returns the path of MetalLB's controller (MetalLBVersion)
+// built by test/tools/build.sh. A missing binary fails the test with the command
+// that builds it, or skips it, under the policy of RequireAssets.
+func MetalLBControllerPath(t testing.TB) string {
+	t.Helper()
+	a := RequireAssets(t)
+	return requireTool(t, a, MetalLBControllerName, a.MetalLBController, os.Getenv)
+}
+
+// ExternalDNSPath returns the path of ExternalDNS (ExternalDNSVersion) built by
+// test/tools/build.sh, under the same policy as MetalLBControllerPath.
+func ExternalDNSPath(t testing.TB) string {
+	t.Helper()
+	a := RequireAssets(t)
+	return requireTool(t, a, ExternalDNSName, a.ExternalDNS, os.Getenv)
+}
+
+// requireTool returns path, or fails or skips (see requireAssets) when it is "".
+func requireTool(t testing.TB, a Assets, name, path string, getenv func(string) string) string {
+	t.Helper()
+	if path != "" || a.Dir == "" {
+		// a.Dir is "" only when requireAssets skipped (under a fake TB).
+		return path
+	}
+	from := "the test cache"
+	if getenv(AssetsEnv) != "" {
+		from = "$" + AssetsEnv
+	}
+	err := fmt.Errorf("%s missing from %s (%s); fix: %s", name, a.Dir, from, buildFix(from))
+	requireAssets(t, Assets{}, err, getenv)
+	return ""
 }

@@ -38,7 +38,10 @@ func writeAssets(t *testing.T, dir string, mode os.FileMode, names ...string) {
 func TestFindAssets(t *testing.T) {
 	tmp := t.TempDir()
 	full := filepath.Join(tmp, "full")
-	writeAssets(t, full, 0o755, "kube-apiserver", "etcd", "kubectl")
+	writeAssets(t, full, 0o755, "kube-apiserver", "etcd", "kubectl", MetalLBControllerName, ExternalDNSName)
+	noControllers := filepath.Join(tmp, "nocontrollers")
+	writeAssets(t, noControllers, 0o755, "kube-apiserver", "etcd", "kubectl")
+	writeAssets(t, noControllers, 0o644, MetalLBControllerName)
 	noExec := filepath.Join(tmp, "noexec")
 	writeAssets(t, noExec, 0o755, "kube-apiserver", "etcd")
 	writeAssets(t, noExec, 0o644, "kubectl")
@@ -49,13 +52,15 @@ func TestFindAssets(t *testing.T) {
 	home := filepath.Join(tmp, "home")
 
 	tests := []struct {
-		name    string
-		env     map[string]string
-		wantDir string   // when the lookup succeeds
-		wantErr []string // substrings of the error otherwise
+		name            string
+		env             map[string]string
+		wantDir         string   // when the lookup succeeds
+		wantControllers bool     // metallb-controller and external-dns found too
+		wantErr         []string // substrings of the error otherwise
 	}{
-		{name: "assets dir", env: map[string]string{AssetsEnv: full, CacheEnv: cache}, wantDir: full},
+		{name: "assets dir", env: map[string]string{AssetsEnv: full, CacheEnv: cache}, wantDir: full, wantControllers: true},
 		{name: "cache dir", env: map[string]string{CacheEnv: cache, "HOME": home}, wantDir: filepath.Join(cache, "kube", "bin")},
+		{name: "controllers missing or not executable", env: map[string]string{AssetsEnv: noControllers}, wantDir: noControllers},
 		{
 			name:    "empty assets dir",
 			env:     map[string]string{AssetsEnv: empty, CacheEnv: cache},
@@ -99,6 +104,10 @@ func TestFindAssets(t *testing.T) {
 				KubeAPIServer: filepath.Join(tt.wantDir, "kube-apiserver"),
 				Etcd:          filepath.Join(tt.wantDir, "etcd"),
 				Kubectl:       filepath.Join(tt.wantDir, "kubectl"),
+			}
+			if tt.wantControllers {
+				want.MetalLBController = filepath.Join(tt.wantDir, MetalLBControllerName)
+				want.ExternalDNS = filepath.Join(tt.wantDir, ExternalDNSName)
 			}
 			if a != want {
 				t.Errorf("findAssets = %+v, want %+v", a, want)
@@ -158,10 +167,81 @@ func TestRequireAssetsPolicy(t *testing.T) {
 	}
 }
 
+// TestRequireToolPolicy checks that a missing metallb-controller or external-dns
+// gets the policy of missing core binaries, with its own name and the fix.
+func TestRequireToolPolicy(t *testing.T) {
+	found := Assets{Dir: "/x", KubeAPIServer: "/x/kube-apiserver", Etcd: "/x/etcd", Kubectl: "/x/kubectl"}
+	tests := []struct {
+		name      string
+		path      string
+		env       map[string]string
+		wantFatal []string // substrings of the failure; nil: no failure
+		wantSkip  bool
+	}{
+		{name: "found", path: "/x/" + MetalLBControllerName, env: map[string]string{"CI": "true"}},
+		{
+			name:      "missing from the cache",
+			env:       map[string]string{},
+			wantFatal: []string{MetalLBControllerName + " missing from /x (the test cache)", "fix: run " + BuildCommand, SkipEnv + "=1"},
+		},
+		{
+			name:      "missing from the assets dir",
+			env:       map[string]string{AssetsEnv: "/x"},
+			wantFatal: []string{MetalLBControllerName + " missing from /x ($" + AssetsEnv + ")", "unset " + AssetsEnv},
+		},
+		{name: "missing, skip asked", env: map[string]string{SkipEnv: "1"}, wantSkip: true},
+		{
+			name:      "missing, skip asked in CI",
+			env:       map[string]string{SkipEnv: "1", "CI": "1"},
+			wantFatal: []string{MetalLBControllerName + " missing", "ignored when CI is set"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ftb := &fakeTB{}
+			got := requireTool(ftb, found, MetalLBControllerName, tt.path, func(k string) string { return tt.env[k] })
+			if got != tt.path {
+				t.Errorf("requireTool = %q, want %q", got, tt.path)
+			}
+			if (ftb.fatal != "") != (tt.wantFatal != nil) {
+				t.Errorf("fatal = %q, want fatal %v", ftb.fatal, tt.wantFatal != nil)
+			}
+			for _, want := range tt.wantFatal {
+				if !strings.Contains(ftb.fatal, want) {
+					t.Errorf("fatal message %q does not contain %q", ftb.fatal, want)
+				}
+			}
+			if got := ftb.skip != ""; got != tt.wantSkip {
+				t.Errorf("skip = %q, want skip %v", ftb.skip, tt.wantSkip)
+			}
+		})
+	}
+}
+
 // TestVersionMatchesToolsGoMod keeps Version in step with the k8s.io/kubernetes
 // release test/tools/build.sh builds.
 func TestVersionMatchesToolsGoMod(t *testing.T) {
-	f, err := os.Open(filepath.Join("..", "tools", "go.mod"))
+	tests := []struct {
+		goMod, module, constant, want string
+	}{
+		{"go.mod", "k8s.io/kubernetes", "Version", Version},
+		{"metallb/go.mod", "go.universe.tf/metallb", "MetalLBVersion", MetalLBVersion},
+		{"externaldns/go.mod", "sigs.k8s.io/external-dns", "ExternalDNSVersion", ExternalDNSVersion},
+	}
+	for _, tt := range tests {
+		t.Run(tt.module, func(t *testing.T) {
+			if got := requiredVersion(t, filepath.Join("..", "tools", tt.goMod), tt.module); got != tt.want {
+				t.Errorf("test/tools/%s requires %s %q, kubetest.%s is %q; change %s",
+					tt.goMod, tt.module, got, tt.constant, tt.want, tt.constant)
+			}
+		})
+	}
+}
+
+// requiredVersion returns the version of module in the require lines of goMod.
+func requiredVersion(t *testing.T, goMod, module string) string {
+	t.Helper()
+	f, err := os.Open(goMod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,17 +250,15 @@ func TestVersionMatchesToolsGoMod(t *testing.T) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) >= 3 && fields[0] == "require" && fields[1] == "k8s.io/kubernetes" {
+		if len(fields) >= 3 && fields[0] == "require" && fields[1] == module {
 			got = fields[2]
 		}
-		if len(fields) >= 2 && fields[0] == "k8s.io/kubernetes" {
+		if len(fields) >= 2 && fields[0] == module {
 			got = fields[1]
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got != Version {
-		t.Errorf("test/tools/go.mod requires k8s.io/kubernetes %q, kubetest.Version is %q; change Version", got, Version)
-	}
+	return got
 }

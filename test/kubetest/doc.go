@@ -7,6 +7,9 @@
 //	_ = c.Dynamic(t)                          // dynamic client, same credentials
 //	_ = c.Kubeconfig                          // admin kubeconfig bytes (also at c.KubeconfigPath)
 //	out := c.Kubectl(t, "get", "ns", "-o", "name")
+//	c2 := kubetest.StartWithOptions(t, kubetest.Options{SecurePort: 7001}) // a chosen API port
+//	_ = kubetest.MetalLBControllerPath(t)     // MetalLB's controller, to run against c
+//	_ = kubetest.ExternalDNSPath(t)           // ExternalDNS, likewise
 //
 // Only the API server runs: no controller-manager, scheduler or kubelet. Objects are
 // stored and validated, admission and RBAC apply, server-side apply works; but no
@@ -16,18 +19,20 @@
 //
 // # Binaries
 //
-// kube-apiserver, kubectl and etcd are not downloaded: test/tools/build.sh builds
-// them from Go modules (k8s.io/kubernetes in the separate module test/tools, etcd
-// from test/images) into the cache. A cold build takes ~7 min on 2 cores; a warm
-// one about a second:
+// kube-apiserver, kubectl, etcd, metallb-controller and external-dns are not
+// downloaded: test/tools/build.sh builds them from Go modules (k8s.io/kubernetes in
+// the separate module test/tools, etcd from test/images, MetalLB and ExternalDNS in
+// test/tools/metallb and test/tools/externaldns) into the cache. A cold build takes
+// ~15–20 min on 2 cores; a warm one about a second:
 //
 //	bash test/tools/build.sh
 //
 // Environment:
 //
-//	MARINA_KUBE_ASSETS  a directory holding kube-apiserver, etcd and kubectl;
-//	                    overrides the cache (controller-runtime's KUBEBUILDER_ASSETS
-//	                    layout, so the same directory serves both).
+//	MARINA_KUBE_ASSETS  a directory holding kube-apiserver, etcd and kubectl (and,
+//	                    for the tests that run them, metallb-controller and
+//	                    external-dns); overrides the cache (controller-runtime's
+//	                    KUBEBUILDER_ASSETS layout, so the same directory serves both).
 //	MARINA_TEST_CACHE   cache dir (default $HOME/.cache/marina-test); the binaries
 //	                    are looked up in $MARINA_TEST_CACHE/kube/bin.
 //	MARINA_SKIP_KUBE=1  turns missing binaries into a skip instead of a failure, for

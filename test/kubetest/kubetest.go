@@ -65,6 +65,16 @@ type Cluster struct {
 	apiserver *process
 }
 
+// Options change how StartWithOptions starts a cluster. The zero value is what
+// Start does.
+type Options struct {
+	// SecurePort is the API server's --secure-port on 127.0.0.1; 0 picks a free
+	// port. A chosen port is used as is (a stand-in for a kind cluster can listen
+	// on the cluster's API host port): if it is taken, the start fails instead of
+	// moving to another port.
+	SecurePort int
+}
+
 // Start starts etcd and kube-apiserver on free 127.0.0.1 ports, waits until the
 // API server is ready and its default and kube-system namespaces exist, and
 // registers cleanup that stops both processes (SIGTERM, then SIGKILL) and fails the
@@ -72,19 +82,38 @@ type Cluster struct {
 // builds them (see RequireAssets).
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	return StartWithOptions(t, Options{})
+}
+
+// StartWithOptions is Start with options, e.g. a chosen API server port.
+func StartWithOptions(t testing.TB, opts Options) *Cluster {
+	t.Helper()
 	a := RequireAssets(t)
+	c, err := start(t, a, opts)
+	if err != nil {
+		t.Fatalf("kubetest.Start: %v", err)
+	}
+	return c
+}
+
+// start starts a cluster from a and opts; cleanup is registered on t even when
+// it fails.
+func start(t testing.TB, a Assets, opts Options) (*Cluster, error) {
+	if opts.SecurePort < 0 || opts.SecurePort > 65535 {
+		return nil, fmt.Errorf("Options.SecurePort %d is not a TCP port; use 1-65535, or 0 for a free port", opts.SecurePort)
+	}
 	begin := time.Now()
 	c := &Cluster{Dir: t.TempDir(), assets: a}
 	deadline := begin.Add(StartTimeout)
 	if err := c.startEtcd(t, deadline); err != nil {
-		t.Fatalf("kubetest.Start: %v", err)
+		return nil, err
 	}
-	if err := c.startAPIServer(t, deadline); err != nil {
-		t.Fatalf("kubetest.Start: %v", err)
+	if err := c.startAPIServer(t, opts.SecurePort, deadline); err != nil {
+		return nil, err
 	}
 	t.Logf("kubetest: kube-apiserver ready at %s in %s (etcd pid %d, kube-apiserver pid %d, logs in %s)",
 		c.Host, time.Since(begin).Round(time.Millisecond), c.etcd.pid, c.apiserver.pid, c.Dir)
-	return c
+	return c, nil
 }
 
 // track registers the cleanup of p: stop it, fail the test if anything of it
@@ -167,7 +196,8 @@ func etcdHealthy(ctx context.Context, url string) error {
 	return nil
 }
 
-func (c *Cluster) startAPIServer(t testing.TB, deadline time.Time) error {
+// startAPIServer starts kube-apiserver on port, or on a free port when port is 0.
+func (c *Cluster) startAPIServer(t testing.TB, port int, deadline time.Time) error {
 	saKey, saPub := filepath.Join(c.Dir, "sa.key"), filepath.Join(c.Dir, "sa.pub")
 	if err := writeServiceAccountKeys(saKey, saPub); err != nil {
 		return err
@@ -179,9 +209,11 @@ func (c *Cluster) startAPIServer(t testing.TB, deadline time.Time) error {
 	}
 	certDir := filepath.Join(c.Dir, "pki")
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(1)
-		if err != nil {
-			return err
+		ports := []int{port}
+		if port == 0 {
+			if ports, err = freePorts(1); err != nil {
+				return err
+			}
 		}
 		args := []string{
 			"--etcd-servers=" + c.EtcdURL,
@@ -213,9 +245,15 @@ func (c *Cluster) startAPIServer(t testing.TB, deadline time.Time) error {
 			c.apiserver = p
 			return nil
 		}
-		if exited, _ := p.exited(); exited && p.addressInUse() && attempt < startAttempts {
-			t.Logf("kubetest: kube-apiserver could not bind port %d (taken meanwhile); retrying with another", ports[0])
-			continue
+		if exited, _ := p.exited(); exited && p.addressInUse() {
+			if port != 0 {
+				return startError(p, fmt.Sprintf("could not bind the chosen port 127.0.0.1:%d (Options.SecurePort): "+
+					"it is taken; free it or choose another", port), err)
+			}
+			if attempt < startAttempts {
+				t.Logf("kubetest: kube-apiserver could not bind port %d (taken meanwhile); retrying with another", ports[0])
+				continue
+			}
 		}
 		return startError(p, "not ready", err)
 	}

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# build.sh — build the binaries of marina's tier-3 tests: kube-apiserver and kubectl
-# from k8s.io/kubernetes (this module), and etcd from test/images (the same wrapper
-# main as the tier-2 etcd image), statically and without any download but the Go
-# module proxy.
+# build.sh — build the binaries of marina's tier-3 tests, statically and without any
+# download but the Go module proxy:
+#   kube-apiserver, kubectl  k8s.io/kubernetes (this module)
+#   etcd                     test/images (the same wrapper main as the tier-2 etcd image)
+#   metallb-controller       go.universe.tf/metallb/controller (module ./metallb)
+#   external-dns             sigs.k8s.io/external-dns (module ./externaldns, Go 1.27:
+#                            GOTOOLCHAIN from its go.mod's toolchain line, for it alone)
 #
 #   test/tools/build.sh
 #
 # The binaries go to $MARINA_TEST_CACHE/kube/bin (outside the checkout), where
 # test/kubetest finds them. A file .inputs next to them records the hash of what
-# determined them (both modules' go.mod and go.sum, this script, the tools and etcd
-# sources, the Go version); when it matches and every binary is there, nothing is
-# built, so a second run takes about a second. A cold build takes ~7 min on 2 cores
-# (and ~3 GB of Go build cache).
+# determined them (every module's go.mod and go.sum, this script, the tools, etcd,
+# overlay and stub sources, the Go version); when it matches and every binary is
+# there, nothing is built, so a second run takes about a second. A cold build takes
+# ~15-20 min on 2 cores (and several GB of Go build cache), see README.md.
 #
 # Environment:
 #   MARINA_TEST_CACHE  cache dir (default $HOME/.cache/marina-test). Go's own module
@@ -21,6 +24,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 images="$(cd "$here/../images" && pwd)"
+metallb="$here/metallb"
+externaldns="$here/externaldns"
 cd "$here"
 
 CACHE="${MARINA_TEST_CACHE:-$HOME/.cache/marina-test}"
@@ -30,20 +35,32 @@ export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="${GOFLAGS:-} -
 say() { echo "build.sh: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
 
-# inputs: hash of everything that determines the three binaries.
+# The Go toolchain of ExternalDNS (it needs Go 1.27; everything else builds with the
+# machine's Go): the toolchain line of its module, fetched from the module proxy.
+edns_toolchain="$(awk '$1 == "toolchain" { print $2 }' "$externaldns/go.mod")"
+[[ "$edns_toolchain" =~ ^go1\.[0-9]+\.[0-9]+$ ]] ||
+  die "$externaldns/go.mod has no toolchain line goMAJOR.MINOR.PATCH (got \"$edns_toolchain\")"
+
+binaries=(kube-apiserver kubectl etcd metallb-controller external-dns)
+
+# inputs: hash of everything that determines the binaries.
 inputs() {
   {
     go version
     go env GOOS GOARCH CGO_ENABLED
+    echo "external-dns toolchain $edns_toolchain"
     sha256sum "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/tools.go"
     sha256sum "$images/go.mod" "$images/go.sum"
     find "$images/etcd" -maxdepth 1 -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum
+    sha256sum "$metallb/go.mod" "$metallb/go.sum" "$externaldns/go.mod" "$externaldns/go.sum"
+    (cd "$here" && find metallb/_overlay externaldns/stub -type f \( -name '*.go' -o -name go.mod \) |
+      LC_ALL=C sort | xargs sha256sum)
   } | sha256sum | cut -d' ' -f1
 }
 
 complete() {
   local b
-  for b in kube-apiserver kubectl etcd; do
+  for b in "${binaries[@]}"; do
     [ -x "$BIN/$b" ] || return 1
   done
 }
@@ -55,7 +72,7 @@ flock -w 1800 9 || die "another build.sh holds $CACHE/kube/.lock (waited 30 min)
 
 hash="$(inputs)"
 if [ "${FORCE:-}" != 1 ] && complete && [ "$(cat "$BIN/.inputs" 2>/dev/null || true)" = "$hash" ]; then
-  say "$BIN is up to date (kube-apiserver, kubectl, etcd)"
+  say "$BIN is up to date (${binaries[*]})"
   exit 0
 fi
 
@@ -66,6 +83,10 @@ version="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" ||
 major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}"
 etcd_version="$(cd "$images" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" ||
   die "cannot read the version of go.etcd.io/etcd/server/v3 from $images/go.mod"
+metallb_version="$(cd "$metallb" && go list -m -f '{{.Version}}' go.universe.tf/metallb)" ||
+  die "cannot read the version of go.universe.tf/metallb from $metallb/go.mod"
+edns_version="$(cd "$externaldns" && GOTOOLCHAIN="$edns_toolchain" go list -m -f '{{.Version}}' sigs.k8s.io/external-dns)" ||
+  die "cannot read the version of sigs.k8s.io/external-dns from $externaldns/go.mod (with GOTOOLCHAIN=$edns_toolchain)"
 
 # Without these stamps the binaries report v0.0.0-master+$Format:...$, which kubectl
 # cannot parse; hack/lib/version.sh sets the same variables in both packages.
@@ -93,6 +114,50 @@ t0=$(date +%s)
 (cd "$images" && go build -trimpath -ldflags "-s -w" -o "$new/etcd" ./etcd)
 say "  etcd built in $(( $(date +%s) - t0 ))s"
 
+# MetalLB v0.16.2 requires github.com/metallb/frr-k8s v0.0.27, which the module proxy
+# does not serve; metallb/go.mod replaces it with v0.0.21, which lacks one type that
+# MetalLB compiles against (AsPathPrependPrefixes, and its field in Advertise). Build
+# against a copy of v0.0.21's api/v1beta1 with them added (metallb/_overlay), made
+# here in the cache: files in the module cache cannot be overlaid, and no copy of
+# frr-k8s lives in the checkout. The controller does not use the type at run time.
+src="$CACHE/kube/src"
+rm -rf "$src"
+mkdir -p "$src/metallb-mod" "$src/frr-k8s/api"
+(cd "$metallb" && go mod download github.com/metallb/frr-k8s) ||
+  die "cannot download github.com/metallb/frr-k8s (the replacement in $metallb/go.mod)"
+frr="$(cd "$metallb" && go list -m -f '{{.Dir}}' github.com/metallb/frr-k8s)"
+[ -f "$frr/api/v1beta1/frrconfiguration_types.go" ] ||
+  die "github.com/metallb/frr-k8s in $metallb/go.mod has no api/v1beta1/frrconfiguration_types.go (dir \"$frr\")"
+cp "$frr/go.mod" "$src/frr-k8s/"
+cp -r "$frr/api/v1beta1" "$src/frr-k8s/api/"
+chmod -R u+w "$src/frr-k8s"
+types="$src/frr-k8s/api/v1beta1/frrconfiguration_types.go"
+anchor=$'\tPrefixesWithCommunity []CommunityPrefixes `json:"withCommunity,omitempty"`'
+added=$'\tPrefixesWithAsPathPrepend []AsPathPrependPrefixes `json:"withAsPathPrepend,omitempty"` // added by marina\'s test/tools/build.sh'
+grep -qxF "$anchor" "$types" || die "no PrefixesWithCommunity field in $types to add PrefixesWithAsPathPrepend after"
+awk -v anchor="$anchor" -v added="$added" '{ print } $0 == anchor { print added }' "$types" >"$types.new"
+mv "$types.new" "$types"
+cp "$metallb/_overlay/aspathprepend.go" "$src/frr-k8s/api/v1beta1/zz_marina_aspathprepend.go"
+sed "s#^replace github.com/metallb/frr-k8s => .*#replace github.com/metallb/frr-k8s => $src/frr-k8s#" \
+  "$metallb/go.mod" >"$src/metallb-mod/go.mod"
+grep -q "=> $src/frr-k8s\$" "$src/metallb-mod/go.mod" || die "no replace of github.com/metallb/frr-k8s in $metallb/go.mod"
+cp "$metallb/go.sum" "$src/metallb-mod/go.sum"
+
+# MetalLB sets its version in the source (internal/version); its Makefile stamps only
+# gitCommit and gitBranch, which a module zip does not have.
+say "go build go.universe.tf/metallb/controller ($metallb_version) -> $BIN/metallb-controller"
+t0=$(date +%s)
+(cd "$metallb" && go build -modfile="$src/metallb-mod/go.mod" -trimpath -ldflags "-s -w" \
+  -o "$new/metallb-controller" go.universe.tf/metallb/controller)
+say "  metallb-controller built in $(( $(date +%s) - t0 ))s"
+
+say "go build sigs.k8s.io/external-dns ($edns_version, GOTOOLCHAIN=$edns_toolchain) -> $BIN/external-dns"
+t0=$(date +%s)
+(cd "$externaldns" && GOTOOLCHAIN="$edns_toolchain" go build -trimpath \
+  -ldflags "-s -w -X sigs.k8s.io/external-dns/pkg/apis/externaldns.Version=$edns_version" \
+  -o "$new/external-dns" sigs.k8s.io/external-dns)
+say "  external-dns built in $(( $(date +%s) - t0 ))s"
+
 # Smoke checks: the static binaries run and report the versions of the go.mod files.
 out="$("$new/kube-apiserver" --version 2>&1)" || die "kube-apiserver --version failed: $out"
 [ "$out" = "Kubernetes $version" ] || die "kube-apiserver --version printed \"$out\", want \"Kubernetes $version\""
@@ -100,10 +165,21 @@ out="$("$new/kubectl" version --client -o json 2>&1)" || die "kubectl version --
 grep -q "\"gitVersion\": \"$version\"" <<<"$out" || die "kubectl version --client does not report $version: $out"
 out="$("$new/etcd" --version 2>&1)" || die "etcd --version failed: $out"
 grep -q "^etcd Version: ${etcd_version#v}$" <<<"$out" || die "etcd --version does not report $etcd_version: $out"
+# metallb-controller has no --version: check that --help runs (Go's flag package exits
+# 0) and that the binary's build info names the module version.
+out="$("$new/metallb-controller" --help 2>&1)" || die "metallb-controller --help failed: $out"
+grep -q -- "-lb-class" <<<"$out" || die "metallb-controller --help does not list -lb-class: $out"
+out="$(go version -m "$new/metallb-controller")" || die "go version -m metallb-controller failed: $out"
+grep -Eq "^[[:space:]]mod[[:space:]]go.universe.tf/metallb[[:space:]]$metallb_version[[:space:]]" <<<"$out" ||
+  die "metallb-controller was not built from go.universe.tf/metallb $metallb_version: $out"
+out="$("$new/external-dns" --version 2>&1)" || die "external-dns --version failed: $out"
+[ "$out" = "$edns_version" ] || die "external-dns --version printed \"$out\", want \"$edns_version\""
 
 echo "$hash" >"$new/.inputs"
 rm -rf "$CACHE/kube/bin.old"
 [ ! -e "$BIN" ] || mv "$BIN" "$CACHE/kube/bin.old"
 mv "$new" "$BIN"
 rm -rf "$CACHE/kube/bin.old"
-say "built kube-apiserver, kubectl ($version) and etcd ($etcd_version) into $BIN in $(( $(date +%s) - start ))s"
+rm -rf "$src"
+say "built kube-apiserver, kubectl ($version), etcd ($etcd_version), metallb-controller ($metallb_version)" \
+  "and external-dns ($edns_version) into $BIN in $(( $(date +%s) - start ))s"

@@ -1,0 +1,3 @@
+module github.com/civo/civogo
+
+go 1.26.0
