@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/bcollard/marina/core/docker"
 	"github.com/bcollard/marina/core/exitcode"
@@ -323,18 +322,16 @@ func newClusterLabelCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// validateLabels checks label keys and values with Kubernetes' own rules.
+// validateLabels checks label keys and values with Kubernetes' own rules
+// (a value of "-" asks for the key's removal).
 func validateLabels(labels map[string]string) error {
 	var errs []error
 	for k, v := range labels {
-		for _, msg := range validation.IsQualifiedName(k) {
-			errs = append(errs, fmt.Errorf("label key %q: %s", k, msg))
-		}
 		if v == "-" {
-			continue
+			v = ""
 		}
-		for _, msg := range validation.IsValidLabelValue(v) {
-			errs = append(errs, fmt.Errorf("label %s value %q: %s", k, v, msg))
+		if err := kind.ValidateLabel(k, v); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/lab"
 )
 
 func newDNSCmd(a *app) *cobra.Command {
@@ -43,7 +43,7 @@ does not answer.`,
 			}
 			name := strings.TrimSuffix(args[0], ".")
 			server := l.Config.DNS.ServerIP
-			addrs, err := lookupVia(cmd.Context(), server, name, timeout)
+			addrs, err := lab.LookupVia(cmd.Context(), server, name, timeout)
 			if err != nil {
 				var dnsErr *net.DNSError
 				if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
@@ -69,15 +69,4 @@ does not answer.`,
 		return nil
 	})
 	return cmd
-}
-
-// lookupVia resolves name's addresses by asking server (port 53) only.
-func lookupVia(ctx context.Context, server, name string, timeout time.Duration) ([]string, error) {
-	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		d := net.Dialer{Timeout: timeout}
-		return d.DialContext(ctx, network, net.JoinHostPort(server, "53"))
-	}}
-	qctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return r.LookupHost(qctx, name)
 }

@@ -28,16 +28,23 @@ type hostApplier struct {
 // newHostApplier returns the applier for this machine, or nil on an OS
 // where marina makes no host changes.
 func newHostApplier(a *app, driver vm.Driver) lab.HostApplier {
-	var goos string
-	switch runtime.GOOS {
-	case "darwin":
-		goos = hostnet.Darwin
-	case "linux":
-		goos = hostnet.Linux
-	default:
+	goos := hostOS()
+	if goos == "" {
 		return nil
 	}
 	return &hostApplier{os: goos, priv: hostnet.NewPrivileged(a.err)}
+}
+
+// hostOS is this machine's OS as core/hostnet names it, or "" for an OS
+// where marina makes no host changes.
+func hostOS() string {
+	switch runtime.GOOS {
+	case "darwin":
+		return hostnet.Darwin
+	case "linux":
+		return hostnet.Linux
+	}
+	return ""
 }
 
 func (h *hostApplier) resolver(facts lab.NetworkFacts) *hostnet.Resolver {
@@ -110,9 +117,9 @@ func newRoute(a *app, cfg *config.Config, driver vm.Driver) *hostnet.Route {
 	if driver.Name() != "lima" {
 		return nil
 	}
-	goos := hostnet.Linux
-	if runtime.GOOS == "darwin" {
-		goos = hostnet.Darwin
+	goos := hostOS()
+	if goos == "" {
+		goos = hostnet.Linux
 	}
 	return &hostnet.Route{OS: goos, CIDR: cfg.Network.BridgeCIDR, Priv: hostnet.NewPrivileged(a.err)}
 }

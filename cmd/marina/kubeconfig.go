@@ -56,6 +56,16 @@ func clusterArg(name string) (string, error) {
 	return name, nil
 }
 
+// clusterAndHome validates a cluster name argument and finds the home
+// directory its kubeconfig lives under.
+func clusterAndHome(arg string) (name, home string, err error) {
+	if name, err = clusterArg(arg); err != nil {
+		return "", "", err
+	}
+	home, err = homeDir()
+	return name, home, err
+}
+
 // homeDir is the user's home directory, where ~/.kube lives.
 func homeDir() (string, error) {
 	home, err := os.UserHomeDir()
@@ -97,11 +107,7 @@ func newKubeconfigPathCmd(a *app) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeClusters,
 		RunE: func(_ *cobra.Command, args []string) error {
-			name, err := clusterArg(args[0])
-			if err != nil {
-				return err
-			}
-			home, err := homeDir()
+			name, home, err := clusterAndHome(args[0])
 			if err != nil {
 				return err
 			}
@@ -124,11 +130,7 @@ uses that cluster without touching ~/.kube/config:
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeClusters,
 		RunE: func(_ *cobra.Command, args []string) error {
-			name, err := clusterArg(args[0])
-			if err != nil {
-				return err
-			}
-			home, err := homeDir()
+			name, home, err := clusterAndHome(args[0])
 			if err != nil {
 				return err
 			}
@@ -169,11 +171,7 @@ kubectl would write it to), so that kubectl talks to the cluster.`
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeClusters,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := clusterArg(args[0])
-			if err != nil {
-				return err
-			}
-			home, err := homeDir()
+			name, home, err := clusterAndHome(args[0])
 			if err != nil {
 				return err
 			}
@@ -238,11 +236,7 @@ it named that context. Entries called NAME that marina did not write are left al
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeClusters,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := clusterArg(args[0])
-			if err != nil {
-				return err
-			}
-			home, err := homeDir()
+			name, home, err := clusterAndHome(args[0])
 			if err != nil {
 				return err
 			}

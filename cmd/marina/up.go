@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/hookenv"
-	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/lifecycle"
@@ -114,12 +112,7 @@ func (a *app) hostFacts(lb *lab.Lab) {
 		target := kubeconfig.DefaultTarget(home)
 		lb.KubeconfigDir, lb.Target = filepath.Join(home, ".kube", "marina"), &target
 	}
-	switch runtime.GOOS {
-	case "darwin":
-		lb.HostOS = hostnet.Darwin
-	case "linux":
-		lb.HostOS = hostnet.Linux
-	}
+	lb.HostOS = hostOS()
 }
 
 // pipelineFlags are the flags of every state-changing pipeline command.

@@ -103,13 +103,22 @@ func SplitNodeLabels(labels map[string]string) (kubelet, admin map[string]string
 	return kubelet, admin
 }
 
-// checkNodeLabel checks one node label for the kind config.
-func checkNodeLabel(k, v string) error {
+// ValidateLabel checks a node label's key and value with Kubernetes' own
+// rules (an empty value is valid).
+func ValidateLabel(k, v string) error {
 	if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 		return fmt.Errorf("key %q: %s", k, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 		return fmt.Errorf("label %s value %q: %s", k, v, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// checkNodeLabel checks one node label for the kind config.
+func checkNodeLabel(k, v string) error {
+	if err := ValidateLabel(k, v); err != nil {
+		return err
 	}
 	if !KubeletMaySet(k) {
 		return fmt.Errorf("label %s: the kubelet refuses to set labels in the kubernetes.io and k8s.io namespaces on its own node (it would not start); set it after creation with admin credentials (see kind.SplitNodeLabels) or use another prefix", k)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -246,8 +247,8 @@ func readReservations(dir string) (map[string]reservation, error) {
 	}
 	out := map[string]reservation{}
 	for _, e := range entries {
-		name, ok := cutSuffix(e.Name(), ".json")
-		if !ok {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || name == "" {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
@@ -262,13 +263,6 @@ func readReservations(dir string) (map[string]reservation, error) {
 		out[name] = r
 	}
 	return out, nil
-}
-
-func cutSuffix(s, suffix string) (string, bool) {
-	if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
-		return s[:len(s)-len(suffix)], true
-	}
-	return s, false
 }
 
 func pidAlive(pid int) bool {
@@ -376,21 +370,7 @@ func (l *Lab) exportKubeconfig(ctx context.Context, c *Clusters, run *clusterRun
 	if len(admin) == 0 {
 		return nil
 	}
-	cs, err := clientsetFor(out)
-	if err != nil {
-		return err
-	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list nodes of %s: %w", run.spec.Name, err)
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": admin}})
-	for _, n := range nodes.Items {
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("label node %s: %w", n.Name, err)
-		}
-	}
-	return nil
+	return labelNodes(ctx, out, run.spec.Name, admin)
 }
 
 func clientsetFor(kubecfg []byte) (kubernetes.Interface, error) {
@@ -673,7 +653,13 @@ func (l *Lab) LabelNodes(ctx context.Context, c *Clusters, name string, labels m
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", name, err)
 	}
-	cs, err := clientsetFor(b)
+	return labelNodes(ctx, b, name, labels)
+}
+
+// labelNodes patches labels onto every node of cluster name, through the
+// admin kubeconfig kubecfg. A key whose value is "-" is removed.
+func labelNodes(ctx context.Context, kubecfg []byte, name string, labels map[string]string) error {
+	cs, err := clientsetFor(kubecfg)
 	if err != nil {
 		return err
 	}

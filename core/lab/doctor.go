@@ -168,19 +168,25 @@ func (l *Lab) mirrorPort(name string) int {
 // NXDOMAIN included, means it serves; a timeout or refusal means not.
 func dnsCheck(ctx context.Context, server, zone string, timeout time.Duration) Check {
 	name := "dns " + server
-	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		d := net.Dialer{Timeout: timeout}
-		return d.DialContext(ctx, "udp", net.JoinHostPort(server, "53"))
-	}}
-	qctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	_, err := r.LookupHost(qctx, "marina-doctor-probe."+zone)
+	_, err := LookupVia(ctx, server, "marina-doctor-probe."+zone, timeout)
 	var dnsErr *net.DNSError
 	if err == nil || (errors.As(err, &dnsErr) && dnsErr.IsNotFound) {
 		return Check{Name: name, Status: OK, Detail: "answers for " + zone}
 	}
 	return Check{Name: name, Status: Fail, Detail: "no answer for " + zone + ": " + err.Error(),
 		Fix: "marina up (restarts the local DNS containers); if they run, check the route to the bridge"}
+}
+
+// LookupVia resolves name's addresses by asking server (port 53) only,
+// bypassing this machine's resolver, within timeout.
+func LookupVia(ctx context.Context, server, name string, timeout time.Duration) ([]string, error) {
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		d := net.Dialer{Timeout: timeout}
+		return d.DialContext(ctx, network, net.JoinHostPort(server, "53"))
+	}}
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return r.LookupHost(qctx, name)
 }
 
 // mirrorCheck asks a registry mirror for its API root.
