@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -13,17 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bcollard/marina/core/docker"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/kind"
-	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lab"
-	"github.com/bcollard/marina/core/vm"
 )
-
-// nodeFilesDir is where plugins' node files live on the Docker host (kept
-// across reboots; not /tmp).
-const nodeFilesDir = "/var/lib/marina/nodefiles"
 
 func newClusterCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
@@ -34,45 +24,6 @@ func newClusterCmd(a *app) *cobra.Command {
 	}
 	cmd.AddCommand(newClusterCreateCmd(a), newClusterDeleteCmd(a), newClusterListCmd(a), newClusterLabelCmd(a))
 	return cmd
-}
-
-// clusters builds what cluster operations need for the running lab.
-func (a *app) clusters(ctx context.Context, lb *lab.Lab, progress func(string)) (*lab.Clusters, error) {
-	st, err := lb.Driver.Status(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if st.State != vm.Running {
-		return nil, fmt.Errorf("the lab's machine is %s: run marina up first", st.State)
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := marinaDir()
-	if err != nil {
-		return nil, err
-	}
-	target := kubeconfig.DefaultTarget(home)
-	c := &lab.Clusters{
-		Provider: &kind.KindProvider{DockerHost: st.DockerHost, Network: lb.Config.Network.Name, Log: progress},
-		Slots: func(ctx context.Context) (map[string]int, error) {
-			dc, err := docker.Open(ctx, st.DockerHost)
-			if err != nil {
-				return nil, err
-			}
-			defer dc.Close()
-			return dc.ClusterSlots(ctx, lb.Config.Network.Name)
-		},
-		StateDir:     filepath.Join(dir, "state"),
-		Home:         home,
-		Target:       &target,
-		NodeFilesDir: nodeFilesDir,
-	}
-	if lb.Driver.Name() == "lima" {
-		c.APIServerAddress = st.GuestIP
-	}
-	return c, nil
 }
 
 func newClusterCreateCmd(a *app) *cobra.Command {
