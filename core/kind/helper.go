@@ -63,6 +63,35 @@ type helperResponse struct {
 // exit status (0 on success, 1 when the operation failed, 2 on a bad
 // request).
 func ServeHelper(stdin io.Reader, stdout, stderr io.Writer) int {
+	return ServeHelperWith(stdin, stdout, stderr, newLibraryBackend)
+}
+
+// HelperBackend performs the kind helper's operations. ServeHelper's is
+// kind's own library; ServeHelperWith takes another, for a program that
+// stands in for kind where kind's nodes cannot run (marina's end-to-end
+// tests). KindProvider's guarantees (validation, refusing an existing name,
+// rolling back a failed create, process-group kill on cancellation) hold
+// whatever the backend, because they live on the caller's side.
+type HelperBackend interface {
+	// Create creates the cluster cfg describes and returns when it is
+	// ready or wait has passed (0: do not wait). With retain, a failed
+	// create keeps its nodes.
+	Create(cfg *v1alpha4.Cluster, retain bool, wait time.Duration) error
+	// Delete removes every node of the cluster; no nodes is no error.
+	Delete(name string) error
+	// List returns the names of the clusters that have nodes.
+	List() ([]string, error)
+	// Kubeconfig returns the cluster's admin kubeconfig (see
+	// Provider.Kubeconfig for internal).
+	Kubeconfig(name string, internal bool) (string, error)
+	// Nodes returns the cluster's node names, sorted.
+	Nodes(name string) ([]string, error)
+}
+
+// ServeHelperWith is ServeHelper over the backend newBackend returns for the
+// request's logger (kind's log interface: its lines go to stderr, where
+// KindProvider forwards them to the user).
+func ServeHelperWith(stdin io.Reader, stdout, stderr io.Writer, newBackend func(kindlog.Logger) (HelperBackend, func(), error)) int {
 	var req helperRequest
 	dec := json.NewDecoder(stdin)
 	dec.DisallowUnknownFields()
@@ -70,7 +99,12 @@ func ServeHelper(stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "marina %s: read the request from stdin: %v (this mode is for marina's own use)\n", HelperArg, err)
 		return 2
 	}
-	resp, err := serve(req, &lineLogger{w: stderr, v: kindlog.Level(req.Verbosity)})
+	var resp helperResponse
+	b, done, err := newBackend(&lineLogger{w: stderr, v: kindlog.Level(req.Verbosity)})
+	if err == nil {
+		resp, err = serve(req, b)
+		done()
+	}
 	code := 0
 	if err != nil {
 		resp.Error = describeKindError(err)
@@ -83,49 +117,77 @@ func ServeHelper(stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-func serve(req helperRequest, logger kindlog.Logger) (helperResponse, error) {
-	p := cluster.NewProvider(cluster.ProviderWithLogger(logger), cluster.ProviderWithDocker())
-	// kind reads and writes a kubeconfig on create and delete; give it a
-	// throwaway one so that the user's ~/.kube/config is never touched
-	// (marina writes its own kubeconfigs from Kubeconfig).
-	tmp, err := os.MkdirTemp("", "marina-kind-")
-	if err != nil {
-		return helperResponse{}, fmt.Errorf("temporary kubeconfig directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	kubeconfig := filepath.Join(tmp, "kubeconfig")
-
+func serve(req helperRequest, b HelperBackend) (helperResponse, error) {
 	var resp helperResponse
+	var err error
 	switch req.Op {
 	case opCreate:
 		if req.Config == nil {
 			return resp, errors.New("create: no kind config in the request")
 		}
-		err = p.Create(req.Config.Name,
-			cluster.CreateWithV1Alpha4Config(req.Config),
-			cluster.CreateWithRetain(req.Retain),
-			cluster.CreateWithWaitForReady(req.Wait),
-			cluster.CreateWithKubeconfigPath(kubeconfig),
-			cluster.CreateWithDisplayUsage(false),
-			cluster.CreateWithDisplaySalutation(false),
-		)
+		err = b.Create(req.Config, req.Retain, req.Wait)
 	case opDelete:
-		err = p.Delete(req.Name, kubeconfig)
+		err = b.Delete(req.Name)
 	case opList:
-		resp.Names, err = p.List()
+		resp.Names, err = b.List()
 	case opKubeconfig:
-		resp.Kubeconfig, err = p.KubeConfig(req.Name, req.Internal)
+		resp.Kubeconfig, err = b.Kubeconfig(req.Name, req.Internal)
 	case opNodes:
-		nodes, lerr := p.ListNodes(req.Name)
-		for _, n := range nodes {
-			resp.Names = append(resp.Names, n.String())
-		}
+		resp.Names, err = b.Nodes(req.Name)
 		slices.Sort(resp.Names)
-		err = lerr
 	default:
 		err = fmt.Errorf("unknown operation %q", req.Op)
 	}
 	return resp, err
+}
+
+// libraryBackend is kind's own library (docker node provider).
+type libraryBackend struct {
+	p *cluster.Provider
+	// kubeconfig is a throwaway file: kind reads and writes a kubeconfig
+	// on create and delete, and the user's ~/.kube/config must never be
+	// touched (marina writes its own kubeconfigs from Kubeconfig).
+	kubeconfig string
+}
+
+func newLibraryBackend(logger kindlog.Logger) (HelperBackend, func(), error) {
+	tmp, err := os.MkdirTemp("", "marina-kind-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("temporary kubeconfig directory: %w", err)
+	}
+	b := &libraryBackend{
+		p:          cluster.NewProvider(cluster.ProviderWithLogger(logger), cluster.ProviderWithDocker()),
+		kubeconfig: filepath.Join(tmp, "kubeconfig"),
+	}
+	return b, func() { os.RemoveAll(tmp) }, nil
+}
+
+func (b *libraryBackend) Create(cfg *v1alpha4.Cluster, retain bool, wait time.Duration) error {
+	return b.p.Create(cfg.Name,
+		cluster.CreateWithV1Alpha4Config(cfg),
+		cluster.CreateWithRetain(retain),
+		cluster.CreateWithWaitForReady(wait),
+		cluster.CreateWithKubeconfigPath(b.kubeconfig),
+		cluster.CreateWithDisplayUsage(false),
+		cluster.CreateWithDisplaySalutation(false),
+	)
+}
+
+func (b *libraryBackend) Delete(name string) error { return b.p.Delete(name, b.kubeconfig) }
+
+func (b *libraryBackend) List() ([]string, error) { return b.p.List() }
+
+func (b *libraryBackend) Kubeconfig(name string, internal bool) (string, error) {
+	return b.p.KubeConfig(name, internal)
+}
+
+func (b *libraryBackend) Nodes(name string) ([]string, error) {
+	nodes, err := b.p.ListNodes(name)
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.String())
+	}
+	return names, err
 }
 
 // describeKindError returns err's message with the output of the command that
