@@ -17,6 +17,13 @@ import (
 // across reboots; not /tmp).
 const nodeFilesDir = "/var/lib/marina/nodefiles"
 
+// KindHelperEnv names a program that speaks marina's kind-helper protocol
+// (core/kind.ServeHelperWith) to run instead of marina's own kind: the
+// seam where marina's end-to-end tests put their stand-in for kind
+// (test/standin), the one part that cannot run on a CI machine. Unset, marina
+// runs kind's library in a child process of itself.
+const KindHelperEnv = "MARINA_KIND_HELPER"
+
 // clusters builds what cluster operations need for the running lab.
 func (a *app) clusters(ctx context.Context, lb *lab.Lab, progress func(string)) (*lab.Clusters, error) {
 	st, err := lb.Driver.Status(ctx)
@@ -36,7 +43,7 @@ func (a *app) clusters(ctx context.Context, lb *lab.Lab, progress func(string)) 
 	}
 	target := kubeconfig.DefaultTarget(home)
 	c := &lab.Clusters{
-		Provider: &kind.KindProvider{DockerHost: st.DockerHost, Network: lb.Config.Network.Name, Log: progress},
+		Provider: &kind.KindProvider{Executable: os.Getenv(KindHelperEnv), DockerHost: st.DockerHost, Network: lb.Config.Network.Name, Log: progress},
 		Slots: func(ctx context.Context) (map[string]int, error) {
 			dc, err := docker.Open(ctx, st.DockerHost)
 			if err != nil {
