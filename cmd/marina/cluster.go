@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/kind"
@@ -22,7 +26,7 @@ func newClusterCmd(a *app) *cobra.Command {
 		GroupID: "lab",
 		Short:   "Create, delete and list kind clusters on the lab",
 	}
-	cmd.AddCommand(newClusterCreateCmd(a), newClusterDeleteCmd(a), newClusterListCmd(a), newClusterLabelCmd(a))
+	cmd.AddCommand(newClusterCreateCmd(a), newClusterDeleteCmd(a), newClusterListCmd(a), newClusterLabelCmd(a), newClusterE2ECmd(a))
 	return cmd
 }
 
@@ -102,21 +106,49 @@ gets its own slot.`,
 func newClusterDeleteCmd(a *app) *cobra.Command {
 	var f pipelineFlags
 	var all, yes bool
+	var selector string
 	cmd := &cobra.Command{
-		Use:   "delete NAME... | --all",
-		Short: "Delete clusters: their plugins' cleanup (e.g. DNS records) first, then nodes and kubeconfig entries",
-		Long: `Delete the named clusters. Each cluster's PreClusterDelete hooks run first (ExternalDNS's
-records are removed from the local zone), then its nodes, node files, kubeconfig file and
-kubeconfig entries. --all deletes every cluster and asks for confirmation on a terminal;
-without one, --yes is required (exit 2 otherwise, nothing deleted).`,
+		Use:     "delete [NAME... | -l SELECTOR | --all]",
+		Aliases: []string{"rm"},
+		Short:   "Delete clusters: their plugins' cleanup (e.g. DNS records) first, then nodes and kubeconfig entries",
+		Long: `Delete clusters. Each cluster's PreClusterDelete hooks run first (ExternalDNS's records
+are removed from the local zone), then its nodes, node files, kubeconfig file and
+kubeconfig entries.
+
+Say which clusters in exactly one way:
+  NAME...         the named clusters (all must exist, or nothing is deleted)
+  -l SELECTOR     the clusters whose control-plane labels match a Kubernetes label
+                  selector (team=a, 'env in (dev,qa)', '!keep'), as marina cluster list -l shows
+  --all           every cluster
+  (nothing)       on a terminal, pick from a numbered list ("1 3", "2-4", "all")
+
+-l, --all and picking ask for confirmation on a terminal unless --yes. Without a
+terminal, -l and --all need --yes, and picking is not possible: the command exits with
+status 2 and deletes nothing.`,
+		Example: `  marina cluster delete dev qa
+  marina cluster delete -l marina.dev/fleet=demo --yes
+  marina cluster delete           # pick on the terminal`,
+		ValidArgsFunction: completeClusters,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if all == (len(args) > 0) {
-				return exitcode.NewUsage(errors.New("name the clusters to delete, or pass --all"))
+			form, err := deleteFormOf(args, selector, cmd.Flags().Changed("selector"), all)
+			if err != nil {
+				return err
 			}
 			for _, n := range args {
 				if err := kind.ValidateName(n); err != nil {
 					return exitcode.NewUsage(err)
 				}
+			}
+			sel, err := parseSelector(selector)
+			if err != nil {
+				return err
+			}
+			if form == deleteSelector && sel.Empty() {
+				return exitcode.NewUsage(fmt.Errorf("-l/--selector %q selects every cluster: say --all if you mean it", selector))
+			}
+			tty := terminalInput(a)
+			if err := checkCanAsk(form, yes, tty != nil); err != nil {
+				return err
 			}
 			lb, _, closeLab, err := a.openLab(cmd.Context())
 			if err != nil {
@@ -127,29 +159,10 @@ without one, --yes is required (exit 2 otherwise, nothing deleted).`,
 			if err != nil {
 				return err
 			}
-			names := args
-			if all {
-				slots, err := c.Slots(cmd.Context())
-				if err != nil {
-					return err
-				}
-				for n := range slots {
-					names = append(names, n)
-				}
-				slices.Sort(names)
-				if len(names) == 0 {
-					fmt.Fprintln(a.out, "No clusters.")
-					return nil
-				}
-				if !yes {
-					ok, err := confirm(a, fmt.Sprintf("Delete %d clusters (%s)?", len(names), strings.Join(names, ", ")))
-					if err != nil {
-						return err
-					}
-					if !ok {
-						return exitcode.NewUsage(errors.New("not confirmed; nothing was deleted"))
-					}
-				}
+			req := deleteRequest{form: form, names: args, sel: sel, selector: selector, tty: tty, yes: yes}
+			names, err := a.clustersToDelete(cmd.Context(), lb, c, req)
+			if err != nil || len(names) == 0 {
+				return err
 			}
 			renderer, err := a.renderer(f)
 			if err != nil {
@@ -167,18 +180,138 @@ without one, --yes is required (exit 2 otherwise, nothing deleted).`,
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "delete every cluster")
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required for --all without a terminal)")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "delete the clusters whose labels match this label selector (e.g. team=a)")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required for --all and -l without a terminal)")
 	return cmd
 }
 
+// deleteRequest is what `cluster delete` was asked to delete.
+type deleteRequest struct {
+	form deleteForm
+	// names are the clusters named on the command line.
+	names []string
+	// sel is -l parsed; selector is -l as given (for messages).
+	sel      labels.Selector
+	selector string
+	// tty reads the terminal; nil without one.
+	tty *bufio.Reader
+	yes bool
+}
+
+// clustersToDelete resolves req to cluster names, asking on the terminal
+// where req's form calls for it. An empty result with a nil error means
+// there is nothing to do (and it was said).
+func (a *app) clustersToDelete(ctx context.Context, lb *lab.Lab, c *lab.Clusters, req deleteRequest) ([]string, error) {
+	var names []string
+	switch req.form {
+	case deleteNames:
+		live, err := c.Slots(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if unknown := unknownClusters(req.names, live); len(unknown) > 0 {
+			return nil, errUnknownClusters(unknown)
+		}
+		for _, n := range req.names {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		return names, nil // named on the command line: no question
+	case deleteAll:
+		live, err := c.Slots(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for n := range live {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		if len(names) == 0 {
+			fmt.Fprintln(a.out, "No clusters.")
+			return nil, nil
+		}
+	case deleteSelector, deletePick:
+		list, err := lb.ListClusters(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		matched, unread := lab.SelectClusters(list, req.sel)
+		warnUnread(a, unread)
+		if len(matched) == 0 {
+			if req.form == deletePick {
+				fmt.Fprintln(a.out, "No clusters.")
+			} else {
+				fmt.Fprintf(a.out, "No clusters match -l %s; nothing was deleted.\n", req.selector)
+			}
+			return nil, nil
+		}
+		if req.form == deletePick {
+			matched, err = pickClusters(req.tty, a.err, "delete", matched)
+			if errors.Is(err, errPickCancelled) {
+				return nil, exitcode.NewUsage(errors.New("cancelled; nothing was deleted"))
+			}
+			if err != nil {
+				return nil, exitcode.NewUsage(fmt.Errorf("%w; nothing was deleted", err))
+			}
+		}
+		for _, ci := range matched {
+			names = append(names, ci.Name)
+		}
+	}
+	if req.yes {
+		return names, nil
+	}
+	noun := "clusters"
+	if len(names) == 1 {
+		noun = "cluster"
+	}
+	if !confirmOn(req.tty, a.err, fmt.Sprintf("Delete %d %s (%s)?", len(names), noun, strings.Join(names, ", "))) {
+		return nil, exitcode.NewUsage(errors.New("not confirmed; nothing was deleted"))
+	}
+	return names, nil
+}
+
+// parseSelector parses the -l/--selector flag with Kubernetes' label
+// selector syntax (a usage error naming the flag when invalid).
+func parseSelector(s string) (labels.Selector, error) {
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, exitcode.NewUsage(fmt.Errorf("-l/--selector %q: %w (e.g. -l team=a, -l 'env in (dev,qa)', -l '!keep')", s, err))
+	}
+	return sel, nil
+}
+
+// warnUnread tells stderr which clusters could not be read, so no selector
+// matched them.
+func warnUnread(a *app, unread []string) {
+	if len(unread) > 0 {
+		fmt.Fprintf(a.err, "Warning: the labels of %s could not be read (see marina cluster list), so -l did not match them\n", strings.Join(unread, ", "))
+	}
+}
+
 func newClusterListCmd(a *app) *cobra.Command {
-	var output string
+	var output, selector string
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List clusters from live state: slot, API port, nodes ready, version, fleet",
-		Args:    cobra.NoArgs,
+		Short:   "List clusters from live state: slot, API port, nodes ready, version, fleet, age",
+		Long: `List the clusters from live state: their nodes' containers (slot, API port) and each
+cluster's API (nodes, readiness, version, control-plane labels, fleet, completion).
+Clusters are read concurrently, each for at most a few seconds. A STATUS column appears
+when a cluster could not be read or was left incomplete by a failed create.
+
+-l filters by the control-plane node's labels with Kubernetes' label selector syntax;
+-o json|yaml include each cluster's labels and createdAt.`,
+		Example: `  marina cluster list
+  marina cluster list -l marina.dev/fleet=demo
+  marina cluster list -l 'topology.kubernetes.io/region in (europe-west1,europe-west2)' -o yaml`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sel, err := parseSelector(selector)
+			if err != nil {
+				return err
+			}
 			lb, err := a.statusLab()
 			if err != nil {
 				return err
@@ -191,30 +324,61 @@ func newClusterListCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			list, unread := lab.SelectClusters(list, sel)
+			warnUnread(a, unread)
 			if output != "text" {
 				return printStructured(a.out, output, list)
 			}
 			if len(list) == 0 {
+				if !sel.Empty() {
+					fmt.Fprintf(a.out, "No clusters match -l %s.\n", selector)
+					return nil
+				}
 				fmt.Fprintln(a.out, "No clusters. Create one: marina cluster create NAME")
 				return nil
 			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSLOT\tAPI\tNODES\tREADY\tVERSION\tFLEET\tSTATUS")
-			for _, ci := range list {
-				status := "complete"
-				switch {
-				case ci.Problem != "":
-					status = ci.Problem
-				case !ci.Complete:
-					status = "incomplete (a failed create; delete it)"
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", ci.Name, ci.Slot, ci.APIPort, ci.Nodes, ci.Ready, dash(ci.Version), dash(ci.Fleet), status)
-			}
-			return tw.Flush()
+			return printClusterTable(a.out, list)
 		},
 	}
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only the clusters whose labels match this label selector (e.g. team=a, 'env in (dev,qa)')")
 	return cmd
+}
+
+// printClusterTable writes the clusters as `cluster list` shows them: a
+// STATUS column only when one of them is unreadable or incomplete.
+func printClusterTable(w io.Writer, list []lab.ClusterInfo) error {
+	withStatus := false
+	for _, ci := range list {
+		if clusterStatus(ci) != "" {
+			withStatus = true
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := "NAME\tSLOT\tAPI\tNODES\tREADY\tVERSION\tFLEET\tAGE"
+	if withStatus {
+		header += "\tSTATUS"
+	}
+	fmt.Fprintln(tw, header)
+	for _, ci := range list {
+		line := fmt.Sprintf("%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s", ci.Name, ci.Slot, ci.APIPort, ci.Nodes, ci.Ready, dash(ci.Version), dash(ci.Fleet), dash(ci.Age))
+		if withStatus {
+			line += "\t" + dash(clusterStatus(ci))
+		}
+		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
+}
+
+// clusterStatus is what is wrong with a cluster ("" when nothing is).
+func clusterStatus(ci lab.ClusterInfo) string {
+	switch {
+	case ci.Problem != "":
+		return ci.Problem
+	case !ci.Complete:
+		return "incomplete (a failed create; delete it: marina cluster delete " + ci.Name + ")"
+	}
+	return ""
 }
 
 // parseLabels parses k=v pairs.

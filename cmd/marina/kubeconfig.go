@@ -13,6 +13,7 @@ import (
 
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/kubeconfig"
+	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/slot"
 )
 
@@ -265,86 +266,138 @@ it named that context. Entries called NAME that marina did not write are left al
 	return cmd
 }
 
-// errNoAddressLookup is refresh's answer until marina can ask the lab for a
-// cluster's address itself.
-var errNoAddressLookup = errors.New("looking up a cluster's current API server address comes with the marina cluster commands; until then give the cluster NAME and its address, e.g. marina kubeconfig refresh dev --server https://192.168.105.3:7001")
-
 func newKubeconfigRefreshCmd(a *app) *cobra.Command {
 	var output, server string
 	cmd := &cobra.Command{
 		Use:   "refresh [NAME]",
-		Short: "Point a cluster's kubeconfig at the API server's current address",
+		Short: "Point clusters' kubeconfigs at their API servers' current address",
 		Long: `After the VM's address changed (for instance after a restart), point NAME's kubeconfig
-at the API server's new address: ~/.kube/marina/NAME.kubeconfig is rewritten, and marina's
-entries for NAME in your kubeconfig are updated too if they are there (current-context
-is left alone; entries you removed are not added back).
+at the API server's current address: ~/.kube/marina/NAME.kubeconfig is rewritten, and
+marina's entries for NAME in your kubeconfig are updated too if they are there
+(current-context is left alone; entries you removed are not added back).
 
-For now the address must be given with --server, and NAME is required: looking up each
-cluster's current address (and refreshing all clusters when NAME is omitted) comes with
-the marina cluster commands; without --server or NAME, refresh fails and says so.
+marina looks the address up itself: the cluster's slot N (from its nodes) gives the port,
+7000+N, and the lab gives the host (the VM's address with lima, 127.0.0.1 with the host
+driver). Without NAME, every cluster that has a kubeconfig is refreshed; leftover files
+of deleted clusters and clusters without a kubeconfig are listed as skipped.
 
-Only the address changes: the API server's certificate must be valid for the new
-address, or kubectl reports an x509 error.`,
+When NAME's kubeconfig is missing or unreadable, it is exported again from the cluster
+(the lab must be running), named and addressed as marina cluster create writes it.
+
+--server URL overrides the address (one NAME only); it needs no running lab when the
+kubeconfig exists. Only the address changes: the API server's certificate must be valid
+for it (marina's kubeconfigs on lima verify the server as "kubernetes", which is), or
+kubectl reports an x509 error.`,
+		Example: `  marina kubeconfig refresh            # every cluster
+  marina kubeconfig refresh dev
+  marina kubeconfig refresh dev --server https://192.168.105.3:7001`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeClusters,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if server == "" || len(args) == 0 {
-				return exitcode.NewUsage(errNoAddressLookup)
+			var name string
+			if len(args) == 1 {
+				n, err := clusterArg(args[0])
+				if err != nil {
+					return err
+				}
+				name = n
 			}
-			name, err := clusterArg(args[0])
-			if err != nil {
-				return err
-			}
-			if err := kubeconfig.ValidateServer(server); err != nil {
-				return exitcode.NewUsage(fmt.Errorf("--server: %w", err))
+			if server != "" {
+				if name == "" {
+					return exitcode.NewUsage(errors.New("--server overrides the address of one cluster: give its NAME, e.g. marina kubeconfig refresh dev --server https://192.168.105.3:7001 (without --server, refresh looks every cluster's address up)"))
+				}
+				if err := kubeconfig.ValidateServer(server); err != nil {
+					return exitcode.NewUsage(fmt.Errorf("--server: %w", err))
+				}
 			}
 			home, err := homeDir()
 			if err != nil {
 				return err
 			}
-			var rep kubeconfig.Report
-			path := slot.KubeconfigPath(home, name)
-			// The process lock: cluster create and delete write and remove
-			// this file; a refresh must not resurrect a deleted cluster's.
-			err = a.withLock(cmd.Context(), func() error {
-				if _, err := clusterKubeconfig(home, name); err != nil {
-					return err
-				}
-				cfg, err := kubeconfig.ReadCluster(path)
-				if err != nil {
-					return err
-				}
-				if err := kubeconfig.SetServer(cfg, server); err != nil {
-					return fmt.Errorf("%s: %w", path, err)
-				}
-				if err := kubeconfig.WriteCluster(path, cfg); err != nil {
-					return err
-				}
-				if rep, err = kubeconfig.Merge(cmd.Context(), kubeconfig.DefaultTarget(home), cfg, name, kubeconfig.MergeOptions{UpdateOnly: true}); err != nil {
-					return fmt.Errorf("%s now points at %s, but updating your kubeconfig failed: %w", path, server, err)
-				}
-				return nil
-			})
+			lb, err := a.statusLab()
 			if err != nil {
 				return err
 			}
-			printWarnings(a.err, rep)
+			var results []lab.KubeconfigRefresh
+			// The process lock: cluster create and delete write and remove
+			// these files; a refresh must not resurrect a deleted cluster's.
+			err = a.withLock(cmd.Context(), func() error {
+				c, err := a.refreshClusters(cmd, lb, home, name, server)
+				if err != nil {
+					return err
+				}
+				if name == "" {
+					results, err = lb.RefreshKubeconfigs(cmd.Context(), c)
+					return err
+				}
+				res, err := lb.RefreshKubeconfig(cmd.Context(), c, name, server)
+				if err == nil {
+					results = append(results, res)
+				}
+				return err
+			})
+			for _, r := range results {
+				printWarnings(a.err, r.Merged)
+			}
+			if err != nil && len(results) == 0 {
+				return err
+			}
 			if output != "text" {
-				return printStructured(a.out, output, struct {
-					Kubeconfig string            `json:"kubeconfig"`
-					Server     string            `json:"server"`
-					Merged     kubeconfig.Report `json:"merged"`
-				}{path, server, rep})
+				var v any = results
+				if name != "" {
+					v = results[0]
+				}
+				if perr := printStructured(a.out, output, v); perr != nil {
+					return perr
+				}
+				return err
 			}
-			fmt.Fprintf(a.out, "%s now points at %s\n", path, server)
-			if len(rep.Written) > 0 {
-				fmt.Fprintf(a.out, "Updated %q in %s\n", name, strings.Join(rep.Written, ", "))
-				printBackups(a.out, rep)
-			}
-			return nil
+			printRefreshes(a.out, results)
+			return err
 		},
 	}
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
-	cmd.Flags().StringVar(&server, "server", "", "the API server's URL, e.g. https://192.168.105.3:7001 (required for now)")
+	cmd.Flags().StringVar(&server, "server", "", "use this API server URL instead of looking it up, e.g. https://192.168.105.3:7001 (with one NAME)")
 	return cmd
+}
+
+// refreshClusters returns what a refresh needs: the running lab's clusters,
+// or, when --server gives the address of a cluster whose kubeconfig can be
+// read, only the kubeconfig files (no lab needed).
+func (a *app) refreshClusters(cmd *cobra.Command, lb *lab.Lab, home, name, server string) (*lab.Clusters, error) {
+	path := slot.KubeconfigPath(home, name)
+	if server != "" {
+		if _, err := kubeconfig.ReadCluster(path); err == nil {
+			target := kubeconfig.DefaultTarget(home)
+			return &lab.Clusters{Home: home, Target: &target}, nil
+		}
+	}
+	c, err := a.clusters(cmd.Context(), lb, nil)
+	if err != nil && name != "" {
+		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("cluster %q has no kubeconfig at %s, and the lab cannot export it again: %w", name, path, err)
+		}
+	}
+	return c, err
+}
+
+// printRefreshes writes what refresh did, one cluster per line.
+func printRefreshes(w io.Writer, results []lab.KubeconfigRefresh) {
+	for _, r := range results {
+		switch {
+		case r.Skipped != "":
+			fmt.Fprintf(w, "Skipped %s: %s\n", r.Name, r.Skipped)
+			continue
+		case r.Server == "":
+			continue // failed: the error says why
+		case r.Exported:
+			fmt.Fprintf(w, "%s exported again from the cluster, pointing at %s\n", r.Kubeconfig, r.Server)
+		default:
+			fmt.Fprintf(w, "%s now points at %s\n", r.Kubeconfig, r.Server)
+		}
+		if len(r.Merged.Written) > 0 {
+			fmt.Fprintf(w, "Updated %q in %s\n", r.Name, strings.Join(r.Merged.Written, ", "))
+			printBackups(w, r.Merged)
+		}
+	}
 }

@@ -233,16 +233,17 @@ func TestKubeconfigRefresh(t *testing.T) {
 	writeClusterKubeconfig(t, home, "dev", "https://192.168.105.3:7001")
 	writeClusterKubeconfig(t, home, "qa", "https://192.168.105.3:7002")
 
-	for _, args := range [][]string{{"kubeconfig", "refresh"}, {"kubeconfig", "refresh", "dev"}, {"kubeconfig", "refresh", "--server", "https://192.168.105.9:7001"}} {
-		if r := marina(t, home, nil, args...); r.code != 2 || !strings.Contains(r.stderr, "comes with the marina cluster commands") {
-			t.Errorf("%v: %d %s", args, r.code, r.stderr)
-		}
+	if r := marina(t, home, nil, "kubeconfig", "refresh", "--server", "https://192.168.105.9:7001"); r.code != 2 || !strings.Contains(r.stderr, "--server overrides the address of one cluster: give its NAME") {
+		t.Errorf("--server without NAME: %d %s", r.code, r.stderr)
 	}
 	if r := marina(t, home, nil, "kubeconfig", "refresh", "dev", "--server", "192.168.105.9:7001"); r.code != 2 || !strings.Contains(r.stderr, "--server") {
 		t.Errorf("bad --server: %d %s", r.code, r.stderr)
 	}
-	if r := marina(t, home, nil, "kubeconfig", "refresh", "--help"); !strings.Contains(r.stdout, "--server") || !strings.Contains(r.stdout, "marina cluster") {
-		t.Errorf("refresh --help does not explain --server:\n%s", r.stdout)
+	if r := marina(t, home, nil, "kubeconfig", "refresh", "dev", "qa"); r.code != 2 {
+		t.Errorf("two names: %d %s", r.code, r.stderr)
+	}
+	if r := marina(t, home, nil, "kubeconfig", "refresh", "--help"); !strings.Contains(r.stdout, "--server") || !strings.Contains(r.stdout, "7000+N") || !strings.Contains(r.stdout, "exported again from the cluster") || strings.Contains(r.stdout, "for now") {
+		t.Errorf("refresh --help does not explain the lookup, re-export and --server:\n%s", r.stdout)
 	}
 
 	if r := marina(t, home, nil, "kubeconfig", "merge", "dev"); r.code != 0 {
@@ -267,8 +268,22 @@ func TestKubeconfigRefresh(t *testing.T) {
 	if after, _ := os.ReadFile(cfgPath); !bytes.Equal(before, after) {
 		t.Error("refresh of an unmerged cluster changed ~/.kube/config")
 	}
+	// gone has no kubeconfig: it must be exported again, which needs the
+	// lab (running or not here, there is no cluster gone to export).
 	if r := marina(t, home, nil, "kubeconfig", "refresh", "gone", "--server", "https://192.168.105.9:7003"); r.code != 1 || !strings.Contains(r.stderr, `cluster "gone" has no kubeconfig`) {
 		t.Errorf("refresh of an unknown cluster: %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(slot.KubeconfigPath(home, "gone")); !os.IsNotExist(err) {
+		t.Errorf("refresh of an unknown cluster wrote its kubeconfig: %v", err)
+	}
+	// Without --server the address is looked up in the lab; dev is no
+	// cluster there (whether or not Docker runs here): exit 1, file kept.
+	before, _ = os.ReadFile(slot.KubeconfigPath(home, "dev"))
+	if r := marina(t, home, nil, "kubeconfig", "refresh", "dev"); r.code != 1 || !strings.Contains(r.stderr, "no cluster named dev") && !strings.Contains(r.stderr, "marina up") {
+		t.Errorf("refresh of a cluster the lab does not have: %d %s", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(slot.KubeconfigPath(home, "dev")); !bytes.Equal(before, after) {
+		t.Error("a failed refresh changed the kubeconfig")
 	}
 }
 

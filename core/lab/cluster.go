@@ -20,7 +20,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -493,22 +495,34 @@ func (l *Lab) DeleteCluster(ctx context.Context, c *Clusters, name string, opts 
 
 // ClusterInfo is one row of `marina cluster list`.
 type ClusterInfo struct {
-	Name       string `json:"name"`
-	Slot       int    `json:"slot"`
-	APIPort    int    `json:"apiPort"`
-	Nodes      int    `json:"nodes"`
-	Ready      int    `json:"ready"`
-	Version    string `json:"version,omitempty"`
-	Fleet      string `json:"fleet,omitempty"`
-	Complete   bool   `json:"complete"`
-	CreatedAt  string `json:"createdAt,omitempty"`
+	Name    string `json:"name"`
+	Slot    int    `json:"slot"`
+	APIPort int    `json:"apiPort"`
+	Nodes   int    `json:"nodes"`
+	Ready   int    `json:"ready"`
+	Version string `json:"version,omitempty"`
+	Fleet   string `json:"fleet,omitempty"`
+	// Labels are the control-plane node's labels (what -l selects on).
+	Labels   map[string]string `json:"labels,omitempty"`
+	Complete bool              `json:"complete"`
+	// CreatedAt is when the cluster was completed (its marker), or else
+	// when its control-plane node registered; RFC 3339, UTC.
+	CreatedAt string `json:"createdAt,omitempty"`
+	// Age is the time since CreatedAt, as kubectl shows it (5m, 3h, 2d).
+	Age        string `json:"age,omitempty"`
 	Kubeconfig string `json:"kubeconfig"`
 	// Problem says why the cluster could not be read.
 	Problem string `json:"problem,omitempty"`
 }
 
-// ListClusters reads every cluster's state from live sources (nodes and
-// their API), concurrently, each bounded.
+// clusterReadTimeout bounds the reading of one cluster's API by
+// ListClusters: a cluster that does not answer is reported, not waited for.
+const clusterReadTimeout = 5 * time.Second
+
+// ListClusters reads every cluster's state from live sources (the nodes'
+// containers for the slots, then each cluster's API for nodes, labels and
+// the completion marker), concurrently, each bounded by
+// clusterReadTimeout. The list is sorted by name.
 func (l *Lab) ListClusters(ctx context.Context, c *Clusters) ([]ClusterInfo, error) {
 	slots, err := c.Slots(ctx)
 	if err != nil {
@@ -519,24 +533,57 @@ func (l *Lab) ListClusters(ctx context.Context, c *Clusters) ([]ClusterInfo, err
 		out = append(out, ClusterInfo{Name: name, Slot: n, APIPort: slot.APIPortBase + n, Kubeconfig: slot.KubeconfigPath(c.Home, name)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	done := make(chan struct{}, len(out))
+	now := time.Now()
+	var wg sync.WaitGroup
 	for i := range out {
-		go func(ci *ClusterInfo) {
-			defer func() { done <- struct{}{} }()
-			readCluster(ctx, ci)
-		}(&out[i])
+		wg.Go(func() { readCluster(ctx, &out[i], now) })
 	}
-	for range out {
-		<-done
-	}
+	wg.Wait()
 	return out, nil
 }
 
-// readCluster fills in nodes, readiness, version and the marker.
-func readCluster(ctx context.Context, ci *ClusterInfo) {
+// SelectClusters returns the clusters of list whose labels match sel, and
+// the names of the clusters whose labels could not be read (they match no
+// selector but the empty one, which matches every cluster).
+func SelectClusters(list []ClusterInfo, sel k8slabels.Selector) (matched []ClusterInfo, unread []string) {
+	matched = []ClusterInfo{}
+	for _, ci := range list {
+		switch {
+		case sel.Empty():
+			matched = append(matched, ci)
+		case ci.Problem != "":
+			unread = append(unread, ci.Name)
+		case sel.Matches(k8slabels.Set(ci.Labels)):
+			matched = append(matched, ci)
+		}
+	}
+	return matched, unread
+}
+
+// labelControlPlane is the label kubeadm (and so kind) puts on
+// control-plane nodes.
+const labelControlPlane = "node-role.kubernetes.io/control-plane"
+
+// controlPlane returns the cluster's control-plane node: the first one with
+// kubeadm's control-plane label, else the first node (nil if there is none).
+func controlPlane(nodes []corev1.Node) *corev1.Node {
+	for i := range nodes {
+		if _, ok := nodes[i].Labels[labelControlPlane]; ok {
+			return &nodes[i]
+		}
+	}
+	if len(nodes) > 0 {
+		return &nodes[0]
+	}
+	return nil
+}
+
+// readCluster fills in nodes, readiness, version, labels, the marker and
+// the age (relative to now).
+func readCluster(ctx context.Context, ci *ClusterInfo, now time.Time) {
 	b, err := os.ReadFile(ci.Kubeconfig)
 	if err != nil {
-		ci.Problem = "no kubeconfig: " + err.Error()
+		ci.Problem = "no kubeconfig: " + err.Error() + " (marina kubeconfig refresh " + ci.Name + " exports it again)"
 		return
 	}
 	cs, err := clientsetFor(b)
@@ -544,9 +591,19 @@ func readCluster(ctx context.Context, ci *ClusterInfo) {
 		ci.Problem = err.Error()
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, clusterReadTimeout)
 	defer cancel()
+	// The marker is read while the nodes are listed: one round trip of
+	// waiting per cluster, not two.
+	var cm *corev1.ConfigMap
+	var cmErr error
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		cm, cmErr = cs.CoreV1().ConfigMaps("kube-system").Get(rctx, MarkerConfigMap, metav1.GetOptions{})
+	}()
 	nodes, err := cs.CoreV1().Nodes().List(rctx, metav1.ListOptions{})
+	<-got
 	if err != nil {
 		ci.Problem = "API not answering: " + err.Error()
 		return
@@ -563,13 +620,26 @@ func readCluster(ctx context.Context, ci *ClusterInfo) {
 			}
 		}
 	}
-	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(rctx, MarkerConfigMap, metav1.GetOptions{})
-	if err == nil {
+	var created time.Time
+	if cp := controlPlane(nodes.Items); cp != nil {
+		ci.Labels = cp.Labels
+		if v := cp.Status.NodeInfo.KubeletVersion; v != "" {
+			ci.Version = v
+		}
+		created = cp.CreationTimestamp.Time
+	}
+	if cmErr == nil {
 		ci.Complete = cm.Data["complete"] == "true"
-		ci.CreatedAt = cm.Data["createdAt"]
+		if t, err := time.Parse(time.RFC3339, cm.Data["createdAt"]); err == nil {
+			created = t
+		}
 		if ci.Fleet == "" {
 			ci.Fleet = cm.Data["fleet"]
 		}
+	}
+	if !created.IsZero() {
+		ci.CreatedAt = created.UTC().Format(time.RFC3339)
+		ci.Age = duration.HumanDuration(now.Sub(created))
 	}
 }
 
@@ -611,6 +681,180 @@ func pointAt(cfg *clientcmdapi.Config, addr string) error {
 		}
 	}
 	return nil
+}
+
+// ClusterServer returns the URL at which this machine reaches the API
+// server of cluster name now: https://ADDR:PORT, where PORT is
+// slot.APIPortBase plus the cluster's slot (read from its nodes) and ADDR is
+// c.APIServerAddress (the VM's address with lima), or 127.0.0.1 when that
+// is "" (the host driver: Docker publishes the port on this machine).
+func (l *Lab) ClusterServer(ctx context.Context, c *Clusters, name string) (string, error) {
+	slots, err := c.Slots(ctx)
+	if err != nil {
+		return "", err
+	}
+	n, ok := slots[name]
+	if !ok {
+		return "", fmt.Errorf("no cluster named %s (see marina cluster list)", name)
+	}
+	return serverURL(c.APIServerAddress, n), nil
+}
+
+// serverURL is the API server URL of slot n at addr ("" = 127.0.0.1).
+func serverURL(addr string, n int) string {
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	return "https://" + net.JoinHostPort(addr, strconv.Itoa(slot.APIPortBase+n))
+}
+
+// KubeconfigRefresh is what a refresh did to one cluster's kubeconfig.
+type KubeconfigRefresh struct {
+	Name       string `json:"name"`
+	Kubeconfig string `json:"kubeconfig"`
+	// Server is the API server URL the kubeconfig now points at.
+	Server string `json:"server,omitempty"`
+	// Exported is set when the file was missing or unreadable and was
+	// exported again from the cluster.
+	Exported bool `json:"exported,omitempty"`
+	// Merged is what changed in the user's kubeconfig (marina's entries of
+	// the cluster are updated where they are; none are added).
+	Merged kubeconfig.Report `json:"merged"`
+	// Skipped says why the cluster's kubeconfig was left alone.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// RefreshKubeconfig points cluster name's kubeconfig
+// (~/.kube/marina/NAME.kubeconfig) at server, or, when server is "", at the
+// cluster's current address (ClusterServer). A missing or unreadable file is
+// exported again from the cluster (c.Provider). marina's entries for name
+// in the user's kubeconfig (c.Target, if set) are updated where they are;
+// none are added. Only the address changes: credentials and certificate
+// authority stay those of the cluster.
+func (l *Lab) RefreshKubeconfig(ctx context.Context, c *Clusters, name, server string) (KubeconfigRefresh, error) {
+	res := KubeconfigRefresh{Name: name, Kubeconfig: slot.KubeconfigPath(c.Home, name)}
+	if err := kind.ValidateName(name); err != nil {
+		return res, err
+	}
+	if server == "" {
+		s, err := l.ClusterServer(ctx, c, name)
+		if err != nil {
+			return res, err
+		}
+		server = s
+	}
+	if err := kubeconfig.ValidateServer(server); err != nil {
+		return res, fmt.Errorf("server for %s: %w", name, err)
+	}
+	return res, l.refresh(ctx, c, &res, server)
+}
+
+// RefreshKubeconfigs refreshes (RefreshKubeconfig) the kubeconfig of every
+// cluster that has one, at its current address. Clusters without a
+// kubeconfig file, and kubeconfig files of clusters that do not exist, are
+// listed as skipped with the reason. One cluster's failure does not stop
+// the others; the error joins them all.
+func (l *Lab) RefreshKubeconfigs(ctx context.Context, c *Clusters) ([]KubeconfigRefresh, error) {
+	slots, err := c.Slots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(slot.KubeconfigPath(c.Home, "x"))
+	files, err := filepath.Glob(filepath.Join(dir, "*.kubeconfig"))
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for name := range slots {
+		names[name] = true
+	}
+	for _, f := range files {
+		names[strings.TrimSuffix(filepath.Base(f), ".kubeconfig")] = true
+	}
+	out := []KubeconfigRefresh{}
+	var errs []error
+	for _, name := range sortedKeys(names) {
+		res := KubeconfigRefresh{Name: name, Kubeconfig: slot.KubeconfigPath(c.Home, name)}
+		n, live := slots[name]
+		_, statErr := os.Stat(res.Kubeconfig)
+		switch {
+		case !live:
+			res.Skipped = "no cluster of this name: the file is left from a deleted cluster (remove it: rm " + res.Kubeconfig + ")"
+		case statErr != nil:
+			res.Skipped = "no kubeconfig file (export it again: marina kubeconfig refresh " + name + ")"
+		default:
+			if err := l.refresh(ctx, c, &res, serverURL(c.APIServerAddress, n)); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		}
+		out = append(out, res)
+	}
+	return out, errors.Join(errs...)
+}
+
+// refresh rewrites res.Kubeconfig to point at server, exporting it again
+// from the cluster when it is missing or unreadable, and updates marina's
+// entries in the user's kubeconfig.
+func (l *Lab) refresh(ctx context.Context, c *Clusters, res *KubeconfigRefresh, server string) error {
+	cfg, err := kubeconfig.ReadCluster(res.Kubeconfig)
+	if err != nil {
+		cfg, err = l.exportAgain(ctx, c, res.Name, err)
+		if err != nil {
+			return err
+		}
+		res.Exported = true
+	}
+	// With lima, this also makes the kubeconfig verify the API server as
+	// "kubernetes", so that a later change of the VM's address only needs
+	// the address rewritten (see pointAt).
+	if err := pointAt(cfg, c.APIServerAddress); err != nil {
+		return fmt.Errorf("%s: %w", res.Kubeconfig, err)
+	}
+	if err := kubeconfig.SetServer(cfg, server); err != nil {
+		return fmt.Errorf("%s: %w", res.Kubeconfig, err)
+	}
+	if err := kubeconfig.WriteCluster(res.Kubeconfig, cfg); err != nil {
+		return err
+	}
+	res.Server = server
+	if c.Target == nil {
+		return nil
+	}
+	rep, err := kubeconfig.Merge(ctx, *c.Target, cfg, res.Name, kubeconfig.MergeOptions{UpdateOnly: true})
+	if err != nil {
+		return fmt.Errorf("%s now points at %s, but updating %s failed: %w", res.Kubeconfig, server, c.Target.DefaultFile(), err)
+	}
+	res.Merged = rep
+	return nil
+}
+
+// exportAgain fetches cluster name's kubeconfig from the cluster itself
+// (its file could not be read: readErr), named and addressed as create
+// writes it.
+func (l *Lab) exportAgain(ctx context.Context, c *Clusters, name string, readErr error) (*clientcmdapi.Config, error) {
+	path := slot.KubeconfigPath(c.Home, name)
+	if c.Provider == nil || c.Slots == nil {
+		return nil, fmt.Errorf("cluster %q has no readable kubeconfig at %s (%v), and the lab is not at hand to export it again: run marina up, then marina kubeconfig refresh %s", name, path, readErr, name)
+	}
+	slots, err := c.Slots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := slots[name]; !ok {
+		return nil, fmt.Errorf("cluster %q has no kubeconfig at %s, and there is no cluster named %s to export it from (see marina cluster list)", name, path, name)
+	}
+	raw, err := c.Provider.Kubeconfig(ctx, name, false)
+	if err != nil {
+		return nil, fmt.Errorf("%s could not be read (%v), and exporting it again from the cluster failed: %w", path, readErr, err)
+	}
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s exported by kind: %w", name, err)
+	}
+	if err := kubeconfig.Rename(cfg, name); err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s exported by kind: %w", name, err)
+	}
+	return cfg, nil
 }
 
 // StepDeleteClusters deletes every cluster (hooks, nodes, kubeconfig

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
@@ -139,6 +141,68 @@ func (p *apiProvider) mustKubeconfig(t *testing.T, name string) []byte {
 }
 
 func (p *apiProvider) Nodes(ctx context.Context, name string) ([]string, error) { return nil, nil }
+
+// server returns the kube-apiserver standing in for cluster name.
+func (p *apiProvider) server(t *testing.T, name string) *kubetest.Cluster {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	srv := p.servers[name]
+	if srv == nil {
+		t.Fatalf("no cluster %s", name)
+	}
+	return srv
+}
+
+// stopAPI stops cluster name's API server but keeps the cluster (its
+// nodes, hence its slot): a cluster whose API does not answer. It returns
+// once the server no longer answers (it stops in the background).
+func (p *apiProvider) stopAPI(t *testing.T, name string) {
+	t.Helper()
+	srv := p.server(t, name)
+	p.mu.Lock()
+	stop := p.stops[name]
+	p.mu.Unlock()
+	stop()
+	cs, err := clientsetFor(srv.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		cancel()
+		if err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API server of %s still answers 30s after it was stopped", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// addNode registers a node the way a kubelet does: the Node object with
+// labels, then its status (Ready, kubelet version).
+func (p *apiProvider) addNode(t *testing.T, cluster, node string, labels map[string]string, ready bool) {
+	t.Helper()
+	cs := p.server(t, cluster).Clientset(t)
+	ctx := context.Background()
+	n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: labels}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	n.Status.NodeInfo.KubeletVersion = "v1.37.2"
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func (p *apiProvider) slotsOf(ctx context.Context) (map[string]int, error) {
 	p.mu.Lock()
@@ -372,4 +436,317 @@ func mustWrite(t *testing.T, cfg *clientcmdapi.Config, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// createClusters creates the named clusters (no plugins) and fails the test
+// on error.
+func createClusters(t *testing.T, l *Lab, c *Clusters, specs ...ClusterSpec) {
+	t.Helper()
+	for _, spec := range specs {
+		if _, err := l.CreateCluster(context.Background(), c, spec, lifecycle.Options{}); err != nil {
+			t.Fatalf("create %s: %v", spec.Name, err)
+		}
+	}
+}
+
+// TestListClustersLabelsAgeAndSelector (tier 3): list reads each cluster's
+// control-plane labels, readiness, version, fleet and age from its real API
+// server; the age comes from the completion marker, or from the
+// control-plane node when there is no marker; label selectors pick
+// clusters; a cluster whose API does not answer is reported, never matched
+// by a selector, and does not slow the list down.
+func TestListClustersLabelsAgeAndSelector(t *testing.T) {
+	kubetest.RequireAssets(t)
+	home := t.TempDir()
+	p := newAPIProvider(t)
+	l, c := labFor(t, p, home, "")
+	ctx := context.Background()
+	createClusters(t, l, c,
+		ClusterSpec{Name: "dev", Labels: map[string]string{"team": "a"}, Fleet: "f1"},
+		ClusterSpec{Name: "qa", Labels: map[string]string{"team": "b"}},
+		ClusterSpec{Name: "old"})
+
+	// The kubelets' registration: the control-plane node carries the
+	// cluster's labels; a worker (listed first by name) carries others.
+	cp := func(extra map[string]string) map[string]string {
+		m := map[string]string{labelControlPlane: "", "kubernetes.io/os": "linux"}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	p.addNode(t, "dev", "dev-control-plane", cp(map[string]string{"team": "a", LabelFleet: "f1"}), true)
+	p.addNode(t, "dev", "aaa-worker", map[string]string{"team": "z", "tier": "worker"}, false)
+	p.addNode(t, "qa", "qa-control-plane", cp(map[string]string{"team": "b"}), true)
+	p.addNode(t, "old", "old-control-plane", cp(nil), false)
+
+	// qa was completed three hours ago; old has no marker (a half-made
+	// cluster): its age is its control-plane node's.
+	qa := p.server(t, "qa").Clientset(t)
+	cm, err := qa.CoreV1().ConfigMaps("kube-system").Get(ctx, MarkerConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	threeHoursAgo := time.Now().Add(-3*time.Hour - time.Minute).UTC().Format(time.RFC3339)
+	cm.Data["createdAt"] = threeHoursAgo
+	if _, err := qa.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.server(t, "old").Clientset(t).CoreV1().ConfigMaps("kube-system").Delete(ctx, MarkerConfigMap, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	list, err := l.ListClusters(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]ClusterInfo{}
+	for _, ci := range list {
+		if ci.Problem != "" {
+			t.Fatalf("%s: problem %q", ci.Name, ci.Problem)
+		}
+		byName[ci.Name] = ci
+	}
+	if names := clusterNames(list); names != "dev,old,qa" {
+		t.Fatalf("list = %s, want dev,old,qa (sorted)", names)
+	}
+	dev, qaInfo, old := byName["dev"], byName["qa"], byName["old"]
+	if dev.Slot != 1 || dev.APIPort != 7001 || dev.Nodes != 2 || dev.Ready != 1 || dev.Version != "v1.37.2" || dev.Fleet != "f1" || !dev.Complete {
+		t.Errorf("dev = %+v", dev)
+	}
+	if dev.Labels["team"] != "a" || dev.Labels["tier"] != "" || dev.Labels[LabelFleet] != "f1" {
+		t.Errorf("dev labels = %v, want the control-plane node's", dev.Labels)
+	}
+	if created, err := time.Parse(time.RFC3339, dev.CreatedAt); err != nil || time.Since(created) > 10*time.Minute || (!strings.HasSuffix(dev.Age, "s") && !strings.HasSuffix(dev.Age, "m")) {
+		t.Errorf("dev createdAt %q age %q: want just now", dev.CreatedAt, dev.Age)
+	}
+	if qaInfo.CreatedAt != threeHoursAgo || qaInfo.Age != "3h1m" {
+		t.Errorf("qa createdAt %q age %q, want %s and 3h1m", qaInfo.CreatedAt, qaInfo.Age, threeHoursAgo)
+	}
+	if old.Complete || old.CreatedAt == "" || old.Age == "" {
+		t.Errorf("old (no marker) = %+v: want incomplete, aged by its node", old)
+	}
+
+	for _, tc := range []struct{ selector, want string }{
+		{"", "dev,old,qa"},
+		{"team=a", "dev"},
+		{"team", "dev,qa"},
+		{"team in (a,b)", "dev,qa"},
+		{"team notin (a)", "old,qa"},
+		{"!team", "old"},
+		{LabelFleet + "=f1", "dev"},
+		{"tier=worker", ""},
+	} {
+		sel, err := k8slabels.Parse(tc.selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, unread := SelectClusters(list, sel)
+		if names := clusterNames(got); names != tc.want || len(unread) != 0 {
+			t.Errorf("-l %q: %s (unread %v), want %s", tc.selector, names, unread, tc.want)
+		}
+	}
+
+	// qa's API stops answering: it is still listed (from its nodes), with
+	// the problem, and no selector but the empty one picks it.
+	p.stopAPI(t, "qa")
+	start := time.Now()
+	list, err = l.ListClusters(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > clusterReadTimeout+2*time.Second {
+		t.Errorf("list with one API down took %v", d)
+	}
+	if names := clusterNames(list); names != "dev,old,qa" || list[2].Problem == "" || list[2].Labels != nil {
+		t.Fatalf("list with qa down = %+v", list)
+	}
+	sel, _ := k8slabels.Parse("team")
+	got, unread := SelectClusters(list, sel)
+	if clusterNames(got) != "dev" || strings.Join(unread, ",") != "qa" {
+		t.Errorf("-l team with qa down: %s, unread %v", clusterNames(got), unread)
+	}
+	if got, unread := SelectClusters(list, k8slabels.Everything()); clusterNames(got) != "dev,old,qa" || len(unread) != 0 {
+		t.Errorf("empty selector with qa down: %s, unread %v", clusterNames(got), unread)
+	}
+}
+
+func clusterNames(list []ClusterInfo) string {
+	var names []string
+	for _, ci := range list {
+		names = append(names, ci.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// TestClusterServer: the address a cluster's API server is reached at is
+// the lab's address (127.0.0.1 on the host driver, the VM's with lima) and
+// the slot's port.
+func TestClusterServer(t *testing.T) {
+	slots := func(context.Context) (map[string]int, error) { return map[string]int{"dev": 3, "qa": 42}, nil }
+	for _, tc := range []struct {
+		addr, name, want, err string
+	}{
+		{"", "dev", "https://127.0.0.1:7003", ""},
+		{"", "qa", "https://127.0.0.1:7042", ""},
+		{"192.168.105.3", "dev", "https://192.168.105.3:7003", ""},
+		{"fd00::5", "qa", "https://[fd00::5]:7042", ""},
+		{"192.168.105.3", "gone", "", "no cluster named gone (see marina cluster list)"},
+	} {
+		l := &Lab{}
+		got, err := l.ClusterServer(context.Background(), &Clusters{Slots: slots, APIServerAddress: tc.addr}, tc.name)
+		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ClusterServer(%q at %q) = %q, %v; want %q, %q", tc.name, tc.addr, got, err, tc.want, tc.err)
+		}
+	}
+	failing := func(context.Context) (map[string]int, error) { return nil, fmt.Errorf("docker is down") }
+	if _, err := (&Lab{}).ClusterServer(context.Background(), &Clusters{Slots: failing}, "dev"); err == nil || !strings.Contains(err.Error(), "docker is down") {
+		t.Errorf("ClusterServer with Docker down: %v", err)
+	}
+}
+
+// TestRefreshKubeconfig (tier 3): refresh points a kubeconfig at the
+// cluster's current address; a missing or unreadable kubeconfig is
+// exported again from the cluster (and works); refreshing all clusters
+// rewrites every kubeconfig and the user's entries, and skips (saying why)
+// leftover files and clusters without one.
+func TestRefreshKubeconfig(t *testing.T) {
+	kubetest.RequireAssets(t)
+	home := t.TempDir()
+	p := newAPIProvider(t)
+	l, c := labFor(t, p, home, "")
+	ctx := context.Background()
+	createClusters(t, l, c, ClusterSpec{Name: "dev"}, ClusterSpec{Name: "qa"})
+	devPath, qaPath := filepath.Join(home, ".kube", "marina", "dev.kubeconfig"), filepath.Join(home, ".kube", "marina", "qa.kubeconfig")
+	userPath := filepath.Join(home, ".kube", "config")
+	orig, err := clientcmd.LoadFromFile(devPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	realServer := p.server(t, "dev").Host
+
+	// Missing, then unreadable: exported again, at the address given; the
+	// result reaches the real API server with the cluster's credentials.
+	for _, damage := range []func() error{
+		func() error { return os.Remove(devPath) },
+		func() error { return os.WriteFile(devPath, []byte("not: [a kubeconfig"), 0o600) },
+	} {
+		if err := damage(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.RefreshKubeconfig(ctx, c, "dev", realServer)
+		if err != nil || !res.Exported || res.Server != realServer || res.Kubeconfig != devPath {
+			t.Fatalf("refresh of a damaged kubeconfig: %+v, %v", res, err)
+		}
+		fi, err := os.Stat(devPath)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("re-exported file: %v, %v", fi, err)
+		}
+		got, err := clientcmd.LoadFromFile(devPath)
+		if err != nil || got.CurrentContext != "dev" || got.Contexts["dev"] == nil || got.AuthInfos["dev"].Token != orig.AuthInfos["dev"].Token {
+			t.Fatalf("re-exported kubeconfig: %+v, %v", got, err)
+		}
+		b, _ := os.ReadFile(devPath)
+		cs, err := clientsetFor(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, MarkerConfigMap, metav1.GetOptions{}); err != nil {
+			t.Fatalf("the re-exported kubeconfig does not reach the cluster: %v", err)
+		}
+	}
+
+	// Without a server: the cluster's address on this machine (host driver).
+	res, err := l.RefreshKubeconfig(ctx, c, "dev", "")
+	if err != nil || res.Exported || res.Server != "https://127.0.0.1:7001" {
+		t.Fatalf("refresh dev: %+v, %v", res, err)
+	}
+	if got := serverOf(t, devPath, "dev"); got != "https://127.0.0.1:7001" {
+		t.Errorf("dev's server = %q", got)
+	}
+	if got := serverOf(t, userPath, "dev"); got != "https://127.0.0.1:7001" {
+		t.Errorf("dev's server in the user's kubeconfig = %q", got)
+	}
+	if _, err := l.RefreshKubeconfig(ctx, c, "nope", ""); err == nil || !strings.Contains(err.Error(), "no cluster named nope") {
+		t.Errorf("refresh of an unknown cluster: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".kube", "marina", "nope.kubeconfig")); !os.IsNotExist(err) {
+		t.Errorf("refresh of an unknown cluster wrote a file: %v", err)
+	}
+
+	// Everything, after the VM's address changed (lima): both files and
+	// both entries follow; the leftover file of a deleted cluster is not
+	// touched.
+	leftover := filepath.Join(home, ".kube", "marina", "gone.kubeconfig")
+	if err := os.WriteFile(leftover, []byte("left"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.APIServerAddress = "192.168.105.7"
+	all, err := l.RefreshKubeconfigs(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := refreshSummary(all); got != "dev=https://192.168.105.7:7001 gone=skipped qa=https://192.168.105.7:7002" {
+		t.Fatalf("refresh all = %s", got)
+	}
+	if !strings.Contains(all[1].Skipped, "deleted cluster") {
+		t.Errorf("leftover skipped because %q", all[1].Skipped)
+	}
+	for name, path := range map[string]string{"dev": devPath, "qa": qaPath} {
+		cfg, err := clientcmd.LoadFromFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cl := cfg.Clusters[name]; cl.Server != "https://192.168.105.7:700"+map[string]string{"dev": "1", "qa": "2"}[name] || cl.TLSServerName != "kubernetes" {
+			t.Errorf("%s after refresh all: server %q, tls-server-name %q", name, cl.Server, cl.TLSServerName)
+		}
+		if got := serverOf(t, userPath, name); got != cfg.Clusters[name].Server {
+			t.Errorf("%s in the user's kubeconfig: %q", name, got)
+		}
+	}
+	if b, _ := os.ReadFile(leftover); string(b) != "left" {
+		t.Errorf("the leftover file was changed: %q", b)
+	}
+
+	// A live cluster whose kubeconfig is gone is skipped with the command
+	// that exports it again.
+	if err := os.Remove(qaPath); err != nil {
+		t.Fatal(err)
+	}
+	all, err = l.RefreshKubeconfigs(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := refreshSummary(all); got != "dev=https://192.168.105.7:7001 gone=skipped qa=skipped" || !strings.Contains(all[2].Skipped, "marina kubeconfig refresh qa") {
+		t.Fatalf("refresh all without qa's file = %s (%q)", got, all[2].Skipped)
+	}
+	if _, err := os.Stat(qaPath); !os.IsNotExist(err) {
+		t.Errorf("refresh all re-exported qa: %v", err)
+	}
+}
+
+// serverOf returns the server of cluster name in the kubeconfig at path.
+func serverOf(t *testing.T, path, name string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Clusters[name] == nil {
+		t.Fatalf("%s has no cluster %s", path, name)
+	}
+	return cfg.Clusters[name].Server
+}
+
+// refreshSummary is "name=server" or "name=skipped" for each result.
+func refreshSummary(list []KubeconfigRefresh) string {
+	var out []string
+	for _, r := range list {
+		v := r.Server
+		if r.Skipped != "" {
+			v = "skipped"
+		}
+		out = append(out, r.Name+"="+v)
+	}
+	return strings.Join(out, " ")
 }
