@@ -25,7 +25,7 @@ func newFleetCmd(a *app) *cobra.Command {
 		GroupID: "lab",
 		Short:   "Create several clusters from a Fleet manifest, with dependencies and parallelism",
 	}
-	cmd.AddCommand(newFleetCreateCmd(a))
+	cmd.AddCommand(newFleetCreateCmd(a), newFleetListCmd(a), newFleetDescribeCmd(a), newFleetLabelCmd(a), newFleetDeleteCmd(a), newFleetAdoptCmd(a))
 	return cmd
 }
 
@@ -61,29 +61,18 @@ ones. Ends with a summary; exit 1 when a cluster failed.`,
 			if file == "" {
 				return exitcode.NewUsage(errors.New("-f FILE is required (- reads stdin)"))
 			}
-			data, source, err := readManifest(a, file)
-			if err != nil {
-				return err
-			}
-			f, err := fleet.Parse(data, source)
-			if err != nil {
-				return exitcode.NewUsage(err)
-			}
 			lb, l, closeLab, err := a.openLab(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeLab()
-			bridge, err := netip.ParsePrefix(l.Config.Network.BridgeCIDR)
+			f, err := loadFleetManifest(a, file, l.Config)
 			if err != nil {
 				return err
 			}
-			vctx := fleet.ValidateContext{Bridge: bridge, KnownPlugins: knownPlugins(l.Config)}
-			for _, m := range l.Config.Registries.Mirrors {
-				vctx.KnownMirrors = append(vctx.KnownMirrors, m.Name)
-			}
-			if err := fleet.Validate(f, vctx); err != nil {
-				return exitcode.NewUsage(err)
+			bridge, err := netip.ParsePrefix(l.Config.Network.BridgeCIDR)
+			if err != nil {
+				return err
 			}
 			c, err := a.clusters(cmd.Context(), lb, nil)
 			if err != nil {
@@ -101,9 +90,7 @@ ones. Ends with a summary; exit 1 when a cluster failed.`,
 				if err != nil {
 					return err
 				}
-				for _, ci := range infos {
-					live.Clusters[ci.Name] = fleet.LiveCluster{Slot: ci.Slot, Complete: ci.Complete, Fleet: ci.Fleet}
-				}
+				live = lab.LiveState(infos)
 			}
 			plan, err := fleet.Plan(f, live, fleet.PlanOptions{Adopt: adopt, MaxParallel: maxParallel, Bridge: bridge})
 			if err != nil {
@@ -132,7 +119,7 @@ ones. Ends with a summary; exit 1 when a cluster failed.`,
 					return err
 				},
 				Adopt: func(ctx context.Context, pc fleet.PlannedCluster) error {
-					return lb.LabelNodes(ctx, c, pc.Name, map[string]string{lab.LabelFleet: pc.Fleet})
+					return lb.SetFleet(ctx, c, pc.Name, pc.Fleet)
 				},
 				OnEvent: func(ev fleet.Event) {
 					mu.Lock()
