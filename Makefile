@@ -37,9 +37,12 @@ install:
 demo:
 	bash test/demo/demo.sh
 
-## test: every test, with the race detector (the README's test command)
+## test: every test, with the race detector (the README's test command); the
+## end-to-end tests (test/e2e: marina up, cluster create/delete against the kind
+## stand-in) run after the others, verbosely, so their steps show in the log
 test:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/test/e2e$$')
+	$(GO) test -count=1 -v -timeout 30m ./test/e2e
 
 ## test-images: build the tier-2 test images (needs docker: test/ci/docker.sh as root)
 .PHONY: test-images

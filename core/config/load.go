@@ -250,8 +250,19 @@ func Load(opts LoadOptions) (*Loaded, error) {
 	return l, nil
 }
 
-// reservedEnv are MARINA_* variables that are not config keys.
-var reservedEnv = map[string]bool{"MARINA_CONFIG": true}
+// reservedEnv are MARINA_* variables that are not config keys: the config
+// file's path, the plugin handshake, the kind helper (cmd/marina) and what
+// marina's test harness passes through marina to it (test/standin, test/).
+var reservedEnv = map[string]bool{
+	"MARINA_CONFIG":        true,
+	"MARINA_PLUGIN_COOKIE": true,
+	"MARINA_KIND_HELPER":   true,
+	"MARINA_STANDIN_IMAGE": true,
+	"MARINA_SKIP_DOCKER":   true,
+	"MARINA_SKIP_KUBE":     true,
+	"MARINA_KUBE_ASSETS":   true,
+	"MARINA_TEST_CACHE":    true,
+}
 
 // valueAt returns the value of a schema leaf in c.
 func valueAt(c *Config, f *field) any {

@@ -41,6 +41,10 @@ import (
 // half-made by a failed run and is not counted as existing.
 const MarkerConfigMap = "marina-cluster"
 
+// slotLockWait bounds the wait for another marina process that is picking
+// a slot (it holds the lock for milliseconds).
+const slotLockWait = 2 * time.Minute
+
 // ClusterSpec is what `marina cluster create` asks for.
 type ClusterSpec struct {
 	Name string
@@ -178,8 +182,17 @@ func (l *Lab) allocate(ctx context.Context, c *Clusters, run *clusterRun, r life
 	// one process (a fleet creates clusters in parallel).
 	allocMu.Lock()
 	defer allocMu.Unlock()
-	lk, err := lock.Acquire(ctx, filepath.Join(dir, ".lock"), lock.Options{})
+	// Other marina processes hold this lock only while they pick a slot:
+	// wait for it (bounded), never fail a parallel create for it.
+	lctx, cancel := context.WithTimeout(ctx, slotLockWait)
+	defer cancel()
+	lk, err := lock.Acquire(lctx, filepath.Join(dir, ".lock"), lock.Options{Wait: true, OnWait: func(h lock.Holder) {
+		r.Progress(fmt.Sprintf("waiting for marina process %d, which is picking a slot", h.PID))
+	}})
 	if err != nil {
+		if ctx.Err() == nil && lctx.Err() != nil {
+			return fmt.Errorf("the slot lock %s was not free within %s: %w (is another marina process stuck? see its PID above)", filepath.Join(dir, ".lock"), slotLockWait, err)
+		}
 		return err
 	}
 	defer lk.Release()

@@ -19,6 +19,10 @@ type Config struct {
 	// Interval is the time between two full synchronisations (--interval);
 	// changes of watched objects trigger one sooner (--events).
 	Interval time.Duration `json:"interval" doc:"Time between two full synchronisations; changes of Services/Ingresses trigger one sooner (at least 1s)."`
+	// MinEventSyncInterval is the least time between two synchronisations
+	// triggered by changes (--min-event-sync-interval; ExternalDNS's own
+	// default, 5s, is what a Service's name would wait for at worst).
+	MinEventSyncInterval time.Duration `json:"minEventSyncInterval" doc:"Least time between two synchronisations triggered by changes: how long a new Service's name can take to appear (ExternalDNS's default is 5s; a lab wants its names at once)."`
 	// Policy is how records are synchronised (--policy).
 	Policy string `json:"policy" doc:"Record policy: sync (create, update and delete), upsert-only (never delete) or create-only."`
 	// StrictlyOwned stores the owner inside every etcd record and makes each
@@ -33,13 +37,14 @@ type Config struct {
 // defaultConfig is the plugin's defaults (Info.Config).
 func defaultConfig() *Config {
 	return &Config{
-		Sources:       []string{"service"},
-		ServiceTypes:  []string{"LoadBalancer"},
-		Interval:      10 * time.Second,
-		Policy:        "sync",
-		StrictlyOwned: true,
-		WaitReady:     true,
-		ReadyTimeout:  3 * time.Minute,
+		Sources:              []string{"service"},
+		ServiceTypes:         []string{"LoadBalancer"},
+		Interval:             10 * time.Second,
+		MinEventSyncInterval: 500 * time.Millisecond,
+		Policy:               "sync",
+		StrictlyOwned:        true,
+		WaitReady:            true,
+		ReadyTimeout:         3 * time.Minute,
 	}
 }
 
@@ -91,6 +96,9 @@ func (c *Config) Validate() []sdk.Diagnostic {
 	}
 	if c.Interval < time.Second {
 		ds = append(ds, sdk.Errorf("interval", "must be at least 1s, got %s", c.Interval))
+	}
+	if c.MinEventSyncInterval < 100*time.Millisecond || (c.Interval >= time.Second && c.MinEventSyncInterval > c.Interval) {
+		ds = append(ds, sdk.Errorf("minEventSyncInterval", "must be between 100ms and interval (%s), got %s", c.Interval, c.MinEventSyncInterval))
 	}
 	if !slices.Contains(knownPolicies, c.Policy) {
 		ds = append(ds, sdk.Errorf("policy", "unknown policy %q: use one of %s", c.Policy, strings.Join(knownPolicies, ", ")))

@@ -17,7 +17,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
 	if strings.Join(c.Sources, ",") != "service" || strings.Join(c.ServiceTypes, ",") != "LoadBalancer" ||
-		c.Interval != 10*time.Second || c.Policy != "sync" || !c.StrictlyOwned || !c.WaitReady || c.ReadyTimeout != 3*time.Minute {
+		c.Interval != 10*time.Second || c.MinEventSyncInterval != 500*time.Millisecond || c.Policy != "sync" || !c.StrictlyOwned || !c.WaitReady || c.ReadyTimeout != 3*time.Minute {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 }
@@ -44,6 +44,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "service type case", config: `{"serviceTypes":["loadbalancer"]}`, wantPaths: []string{"serviceTypes[0]"}, wantText: "case matters"},
 		{name: "service source without types", config: `{"serviceTypes":[]}`, wantPaths: []string{"serviceTypes"}},
 		{name: "interval too short", config: `{"interval":"500ms"}`, wantPaths: []string{"interval"}, wantText: "at least 1s"},
+		{name: "min event sync interval too short", config: `{"minEventSyncInterval":"10ms"}`, wantPaths: []string{"minEventSyncInterval"}, wantText: "between 100ms"},
+		{name: "min event sync interval above interval", config: `{"interval":"2s","minEventSyncInterval":"3s"}`, wantPaths: []string{"minEventSyncInterval"}, wantText: "interval (2s)"},
 		{name: "bad policy", config: `{"policy":"delete-all"}`, wantPaths: []string{"policy"}, wantText: "upsert-only"},
 		{name: "ready timeout zero", config: `{"readyTimeout":"0s"}`, wantPaths: []string{"readyTimeout"}},
 		{name: "typo", config: `{"intervall":"5s"}`, wantPaths: []string{"intervall"}, wantText: "interval"},

@@ -125,6 +125,7 @@ func args(p params) []string {
 		"--policy="+c.Policy,
 		"--events",
 		"--interval="+c.Interval.String(),
+		"--min-event-sync-interval="+c.MinEventSyncInterval.String(),
 		fmt.Sprintf("--metrics-address=:%d", metricsPort),
 	)
 	return a

@@ -1,0 +1,323 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/bcollard/marina/core/kind"
+	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/test/dockertest"
+	"github.com/bcollard/marina/test/kubetest"
+	"github.com/bcollard/marina/test/standin"
+)
+
+// The lab's fixed facts (marina's defaults).
+const (
+	bridgeCIDR = "172.30.0.0/16"
+	zone       = "demo.internal"
+	network    = "kind"
+)
+
+var (
+	dnsServer = netip.MustParseAddrPort("172.30.255.53:53")
+	bridge    = netip.MustParsePrefix(bridgeCIDR)
+)
+
+// Bounds of the marina commands the tests run.
+const (
+	upTimeout     = 5 * time.Minute
+	createTimeout = 6 * time.Minute
+	deleteTimeout = 3 * time.Minute
+)
+
+// config is the lab's config: marina's defaults on the host driver with the
+// locally built service images (no container registry is reachable here, so
+// no mirror either).
+const config = `vm:
+  driver: host
+images:
+  registry: marina-test/registry:v3.1.2
+  dnsEtcd: marina-test/etcd:v3.7.3
+  dnsServer: marina-test/coredns:v1.15.0
+registries:
+  mirrors: []
+`
+
+// lab is one marina lab brought up by the marina binary for a test, in a
+// home directory of its own.
+type lab struct {
+	home    string
+	bin     string
+	env     []string
+	kubectl string
+	kubelet *kubelet
+}
+
+// startLab builds marina and the kind stand-in, checks that the lab's
+// addresses are free, runs `marina up` and registers `marina destroy --yes`
+// (plus a by-label sweep of anything a failed destroy left) for the end of t.
+func startLab(t *testing.T) *lab {
+	t.Helper()
+	dockertest.Require(t)
+	kubetest.RequireAssets(t)
+	preflight(t)
+	paths := standin.Build(t)
+
+	home := t.TempDir()
+	l := &lab{home: home, bin: buildMarina(t), kubectl: kubetest.KubectlPath(t)}
+	cfg := filepath.Join(home, ".marina", "config.yaml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "HOME" || k == "KUBECONFIG" || strings.HasPrefix(k, "MARINA_") {
+			continue
+		}
+		l.env = append(l.env, kv)
+	}
+	l.env = append(l.env, "HOME="+home, "MARINA_CONFIG="+cfg)
+	l.env = append(l.env, paths.Env()...)
+	// Cleanups run last-in first-out: the kubelet's pods go before the
+	// lab is destroyed (they hold addresses on its network).
+	t.Cleanup(func() { l.destroy(t) })
+	l.kubelet = newKubelet(t, network)
+	l.run(t, upTimeout, "up", "--progress", "plain")
+	return l
+}
+
+// preflight fails when something else already holds the lab's addresses or
+// names: a marina lab of this machine's user, most likely.
+func preflight(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{"marina-dns", "marina-dns-etcd"} {
+		if out := dockertest.Docker(t, "ps", "-aq", "--filter", "name=^"+name+"$"); out != "" {
+			t.Fatalf("a container named %s exists (a marina lab is up on this machine?): the end-to-end tests need the lab's names and addresses; remove that lab (marina destroy --yes, with its MARINA_CONFIG) and run again", name)
+		}
+	}
+	out := dockertest.Docker(t, "network", "ls", "--format", "{{.Name}}")
+	for _, n := range strings.Fields(out) {
+		subnets := dockertest.Docker(t, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", n)
+		for _, s := range strings.Fields(subnets) {
+			p, err := netip.ParsePrefix(s)
+			if err == nil && p.Overlaps(bridge) {
+				t.Fatalf("docker network %s uses %s, which overlaps the lab's bridge %s: the end-to-end tests need it; remove that network (a marina lab: marina destroy --yes) and run again", n, s, bridgeCIDR)
+			}
+		}
+	}
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// buildMarina builds marina from this checkout once per test process.
+func buildMarina(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "marina-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "marina")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", builtBin, "../../cmd/marina")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/marina: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// command returns an unstarted marina command of the lab.
+func (l *lab) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, l.bin, args...)
+	cmd.Env = l.env
+	cmd.Dir = l.home
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A marina that outlives its bound is interrupted first, as a user
+	// would, then killed.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = time.Minute
+	return cmd
+}
+
+// result is what a marina command did.
+type result struct {
+	args   []string
+	out    string // standard output
+	stderr string
+	code   int
+	err    error
+	elapse time.Duration
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("marina %s (exit %d after %s): %v\nstdout:\n%s\nstderr:\n%s", strings.Join(r.args, " "), r.code, r.elapse.Round(time.Millisecond), r.err, r.out, r.stderr)
+}
+
+// exec runs marina with args, bounded by timeout, and returns what it did.
+func (l *lab) exec(timeout time.Duration, args ...string) result {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := l.command(ctx, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := result{args: args, out: stdout.String(), stderr: stderr.String(), err: err, elapse: time.Since(start)}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		r.code = exit.ExitCode()
+	} else if err != nil {
+		r.code = -1
+	}
+	return r
+}
+
+// run runs marina and fails the test unless it exits 0; it returns the
+// output.
+func (l *lab) run(t *testing.T, timeout time.Duration, args ...string) string {
+	t.Helper()
+	r := l.exec(timeout, args...)
+	if r.err != nil {
+		t.Fatalf("%s", r)
+	}
+	return r.out
+}
+
+// destroy runs `marina destroy --yes` and then removes, by id, whatever a
+// failed destroy left of the lab: stand-in nodes, the DNS containers, the
+// network.
+func (l *lab) destroy(t *testing.T) {
+	r := l.exec(deleteTimeout+upTimeout, "destroy", "--yes")
+	if r.err != nil {
+		t.Errorf("%s", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var leftovers []string
+	// Only what is on the lab's network: other packages' tests run stand-in
+	// clusters of their own at the same time.
+	for _, filter := range []string{"label=" + kind.ClusterLabel, "name=^marina-dns$", "name=^marina-dns-etcd$"} {
+		out, _ := exec.CommandContext(ctx, "docker", "ps", "-aq", "--filter", filter, "--filter", "network="+network).Output()
+		leftovers = append(leftovers, strings.Fields(string(out))...)
+	}
+	if len(leftovers) > 0 {
+		t.Errorf("marina destroy left containers %v; removing them", leftovers)
+		exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, leftovers...)...).Run()
+	}
+	if out, _ := exec.CommandContext(ctx, "docker", "network", "ls", "-q", "--filter", "name=^"+network+"$").Output(); len(bytes.TrimSpace(out)) > 0 {
+		exec.CommandContext(ctx, "docker", "network", "rm", network).Run()
+	}
+}
+
+// kubeconfigPath is the file marina exports cluster name's kubeconfig to.
+func (l *lab) kubeconfigPath(name string) string { return slot.KubeconfigPath(l.home, name) }
+
+// clientset connects to cluster name through marina's kubeconfig for it.
+func (l *lab) clientset(t *testing.T, name string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.kubeconfigPath(name))
+	if err != nil {
+		t.Fatalf("marina's kubeconfig of %s: %v", name, err)
+	}
+	cfg.Timeout = 30 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// kubectlOut runs kubectl with the lab's HOME (so ~/.kube/config is the
+// one marina merged into) and returns its output, failing the test on error.
+func (l *lab) kubectlOut(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), kubetest.CommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, l.kubectl, args...)
+	cmd.Env = l.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// clusterInfo is what `marina cluster list -o json` says of one cluster.
+type clusterInfo struct {
+	Name     string `json:"name"`
+	Slot     int    `json:"slot"`
+	APIPort  int    `json:"apiPort"`
+	Nodes    int    `json:"nodes"`
+	Ready    int    `json:"ready"`
+	Complete bool   `json:"complete"`
+	Problem  string `json:"problem"`
+}
+
+// clusters lists the lab's clusters with marina.
+func (l *lab) clusters(t *testing.T) map[string]clusterInfo {
+	t.Helper()
+	out := l.run(t, time.Minute, "cluster", "list", "-o", "json")
+	var list []clusterInfo
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("marina cluster list -o json: %v\n%s", err, out)
+	}
+	m := map[string]clusterInfo{}
+	for _, c := range list {
+		m[c.Name] = c
+	}
+	return m
+}
+
+// createCluster runs `marina cluster create name args...` and, while it
+// runs, plays the kubelet for MetalLB's controller and ExternalDNS as soon
+// as marina has applied their Deployments (marina's PostCluster hooks wait
+// for both). It fails the test unless marina exits 0.
+func (l *lab) createCluster(t *testing.T, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		done <- l.exec(createTimeout, append([]string{"cluster", "create", name, "--progress", "plain"}, args...)...)
+	}()
+	podErrs := l.kubelet.serve(ctx, t, name, l.kubeconfigPath(name))
+	r := <-done
+	cancel()
+	if r.err != nil {
+		t.Fatalf("%s\nkubelet stand-in: %v", r, <-podErrs)
+	}
+	if err := <-podErrs; err != nil {
+		t.Fatalf("cluster %s was created, but playing the kubelet for its controllers failed: %v", name, err)
+	}
+	t.Logf("marina cluster create %s: %s", name, r.elapse.Round(time.Millisecond))
+}
