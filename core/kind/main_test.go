@@ -9,6 +9,9 @@ import (
 // binary with HelperArg, exactly as marina's main does.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == HelperArg {
+		if dir := os.Getenv(lateNodeEnv); dir != "" {
+			os.Exit(serveLateNode(dir))
+		}
 		os.Exit(ServeHelper(os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -117,10 +117,42 @@ func (p *KindProvider) Create(ctx context.Context, cfg *v1alpha4.Cluster, opts C
 	// killed (cancellation) or died.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if derr := p.Delete(cctx, cfg.Name); derr != nil {
+	if derr := p.rollback(cctx, cfg.Name); derr != nil {
 		return fmt.Errorf("%w\nrolling back failed too: %v; remove the nodes with marina cluster delete %s", err, derr, cfg.Name)
 	}
 	return err
+}
+
+// rollbackSettle is how long rollback watches for a node container that
+// the Docker daemon was still creating when the helper was killed: the
+// daemon finishes such a create after the kill, possibly after the first
+// Delete listed the nodes.
+const rollbackSettle = 3 * time.Second
+
+// rollback deletes the nodes of a failed or cancelled Create, then deletes
+// again any node that appears within rollbackSettle.
+func (p *KindProvider) rollback(ctx context.Context, name string) error {
+	if err := p.Delete(ctx, name); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(rollbackSettle)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		nodes, err := p.Nodes(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(nodes) > 0 {
+			if err := p.Delete(ctx, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // ClusterLabel is the docker label kind puts on every node container, with

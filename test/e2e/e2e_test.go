@@ -133,6 +133,42 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("5 four cluster create processes at once: distinct slots, every context in ~/.kube/config", func(t *testing.T) {
 		testParallelProcesses(t, l)
 	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("6 a create whose PostCluster hook fails leaves no cluster, slot, context or file", func(t *testing.T) {
+		// Nobody serves MetalLB's webhook for this cluster (no kubelet
+		// stand-in), so MetalLB's PostCluster cannot create the pool and
+		// fails at its deadline, as on a cluster whose MetalLB never
+		// starts.
+		const name = "broken"
+		before := l.clusters(t)
+		r := l.exec(createTimeout, "cluster", "create", name, "--progress", "plain", "--set", "plugins.metallb.timeout=20s")
+		if r.code != 1 {
+			t.Fatalf("want exit 1 for a failed PostCluster; %s", r)
+		}
+		for _, want := range []string{"Plugins: PostCluster", "metallb"} {
+			if !strings.Contains(r.stderr+r.out, want) {
+				t.Errorf("the error does not name %q:\n%s", want, r)
+			}
+		}
+		slotOf := 1
+		for n := 1; n <= 99; n++ {
+			taken := false
+			for _, ci := range before {
+				taken = taken || ci.Slot == n
+			}
+			if !taken {
+				slotOf = n
+				break
+			}
+		}
+		checkGone(t, l, name, slotOf)
+		if keys := etcdKeys(t); strings.Contains(keys, "/"+name+"/") {
+			t.Errorf("records of %s are in the zone's etcd:\n%s", name, keys)
+		}
+	})
 }
 
 // parallelCreates are created at once by separate marina processes.
@@ -144,7 +180,7 @@ var parallelCreates = []string{"par1", "par2", "par3", "par4"}
 // of these clusters (--no-plugin): what is under test is the slot allocation
 // and the kubeconfig merge across processes, and eight more controller
 // containers would only slow a 2-core machine.
-func testParallelProcesses(t *testing.T, l *lab) {
+func testParallelProcesses(t testing.TB, l *lab) {
 	before := l.clusters(t)
 	type outcome struct {
 		name string
@@ -208,7 +244,7 @@ func testParallelProcesses(t *testing.T, l *lab) {
 }
 
 // checkCreated checks what marina made of cluster name in slot n.
-func checkCreated(t *testing.T, l *lab, name string, n int) {
+func checkCreated(t testing.TB, l *lab, name string, n int) {
 	t.Helper()
 	ci, ok := l.clusters(t)[name]
 	if !ok {
@@ -298,7 +334,7 @@ func checkCreated(t *testing.T, l *lab, name string, n int) {
 // exposeAndResolve creates a LoadBalancer Service in cluster name (slot n)
 // and waits for its VIP (from the slot's pool) and for its name to answer
 // the VIP at the lab's DNS server.
-func exposeAndResolve(t *testing.T, l *lab, name string, n int, svc, ns string) netip.Addr {
+func exposeAndResolve(t testing.TB, l *lab, name string, n int, svc, ns string) netip.Addr {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -330,7 +366,7 @@ func exposeAndResolve(t *testing.T, l *lab, name string, n int, svc, ns string) 
 }
 
 // waitVIP waits for the Service's load-balancer address.
-func waitVIP(t *testing.T, cs kubernetes.Interface, svc, ns string) netip.Addr {
+func waitVIP(t testing.TB, cs kubernetes.Interface, svc, ns string) netip.Addr {
 	t.Helper()
 	var vip netip.Addr
 	dockertest.WaitFor(t, vipTimeout, 100*time.Millisecond, "a VIP for Service "+ns+"/"+svc+" (MetalLB's controller)", func() error {
@@ -353,7 +389,7 @@ func waitVIP(t *testing.T, cs kubernetes.Interface, svc, ns string) netip.Addr {
 
 // waitName waits until fqdn answers want at the lab's DNS server (want nil:
 // NXDOMAIN).
-func waitName(t *testing.T, fqdn string, want []netip.Addr) {
+func waitName(t testing.TB, fqdn string, want []netip.Addr) {
 	t.Helper()
 	dockertest.WaitFor(t, nameTimeout, 100*time.Millisecond, fmt.Sprintf("%s to answer %v at %s", fqdn, want, dnsServer), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -376,7 +412,7 @@ func waitName(t *testing.T, fqdn string, want []netip.Addr) {
 }
 
 // resolve asks the lab's DNS server for fqdn once.
-func resolve(t *testing.T, fqdn string) []netip.Addr {
+func resolve(t testing.TB, fqdn string) []netip.Addr {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -388,7 +424,7 @@ func resolve(t *testing.T, fqdn string) []netip.Addr {
 }
 
 // pools returns slot n's MetalLB pool on the lab's bridge.
-func pools(t *testing.T, n int) []slot.Range {
+func pools(t testing.TB, n int) []slot.Range {
 	t.Helper()
 	r, err := slot.Derive(n, bridge)
 	if err != nil {
@@ -398,7 +434,7 @@ func pools(t *testing.T, n int) []slot.Range {
 }
 
 // etcdKeys lists the zone's keys in the lab's DNS etcd.
-func etcdKeys(t *testing.T) string {
+func etcdKeys(t testing.TB) string {
 	t.Helper()
 	return dockertest.Docker(t, "exec", "marina-dns-etcd", "etcdctl", "get", "--prefix", "/skydns", "--keys-only")
 }
@@ -406,7 +442,7 @@ func etcdKeys(t *testing.T) string {
 // checkGone checks that nothing of cluster name (which had slot n) is left:
 // node containers (and so its API server), its slot reservation, its
 // kubeconfig file and its entries in ~/.kube/config.
-func checkGone(t *testing.T, l *lab, name string, n int) {
+func checkGone(t testing.TB, l *lab, name string, n int) {
 	t.Helper()
 	if out := dockertest.Docker(t, "ps", "-aq", "--filter", "label="+kind.ClusterLabel+"="+name); out != "" {
 		t.Errorf("containers of %s are left: %s", name, out)
@@ -441,7 +477,7 @@ func checkGone(t *testing.T, l *lab, name string, n int) {
 }
 
 // dynamicFor is a dynamic client for cluster name.
-func dynamicFor(t *testing.T, l *lab, name string) dynamic.Interface {
+func dynamicFor(t testing.TB, l *lab, name string) dynamic.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", l.kubeconfigPath(name))
 	if err != nil {

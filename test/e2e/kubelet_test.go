@@ -69,7 +69,7 @@ type kubelet struct {
 // syncInterval is how often a pod's Deployment and secrets are re-read.
 const syncInterval = 300 * time.Millisecond
 
-func newKubelet(t *testing.T, network string) *kubelet {
+func newKubelet(t testing.TB, network string) *kubelet {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &kubelet{
@@ -91,7 +91,7 @@ func newKubelet(t *testing.T, network string) *kubelet {
 // their pods. The channel yields one value: the first error, or nil once
 // every pod started or ctx ended. The pods outlive ctx: they run until their
 // Deployment is deleted or the lab ends.
-func (k *kubelet) serve(ctx context.Context, t *testing.T, cluster, kubeconfigPath string) <-chan error {
+func (k *kubelet) serve(ctx context.Context, t testing.TB, cluster, kubeconfigPath string) <-chan error {
 	out := make(chan error, 1)
 	go func() {
 		cfg, err := waitKubeconfig(ctx, kubeconfigPath)
@@ -136,7 +136,7 @@ func waitKubeconfig(ctx context.Context, p string) (*rest.Config, error) {
 	}
 }
 
-func (k *kubelet) startWhenApplied(ctx context.Context, t *testing.T, cluster string, cs kubernetes.Interface, cfg *rest.Config, s podSpec) error {
+func (k *kubelet) startWhenApplied(ctx context.Context, t testing.TB, cluster string, cs kubernetes.Interface, cfg *rest.Config, s podSpec) error {
 	for {
 		d, err := cs.AppsV1().Deployments(s.namespace).Get(ctx, s.deployment, metav1.GetOptions{})
 		switch {
@@ -165,7 +165,7 @@ func isTransient(err error) bool {
 }
 
 // start runs the pod template's first container.
-func (k *kubelet) start(t *testing.T, cluster string, cs kubernetes.Interface, cfg *rest.Config, s podSpec, tmpl corev1.PodTemplateSpec) error {
+func (k *kubelet) start(t testing.TB, cluster string, cs kubernetes.Interface, cfg *rest.Config, s podSpec, tmpl corev1.PodTemplateSpec) error {
 	ctx, cancel := context.WithTimeout(k.ctx, 2*time.Minute)
 	defer cancel()
 	spec := tmpl.Spec
@@ -321,7 +321,7 @@ func (k *kubelet) start(t *testing.T, cluster string, cs kubernetes.Interface, c
 
 // sync keeps a pod's secret volumes current and removes the pod when its
 // Deployment is deleted (or its cluster's API server is gone for good).
-func (k *kubelet) sync(t *testing.T, cs kubernetes.Interface, s podSpec, podName, id string, secretMounts map[string]string) {
+func (k *kubelet) sync(t testing.TB, cs kubernetes.Interface, s podSpec, podName, id string, secretMounts map[string]string) {
 	versions := map[string]string{}
 	failures := 0
 	for {

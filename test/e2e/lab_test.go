@@ -71,7 +71,7 @@ type lab struct {
 // startLab builds marina and the kind stand-in, checks that the lab's
 // addresses are free, runs `marina up` and registers `marina destroy --yes`
 // (plus a by-label sweep of anything a failed destroy left) for the end of t.
-func startLab(t *testing.T) *lab {
+func startLab(t testing.TB) *lab {
 	t.Helper()
 	dockertest.Require(t)
 	kubetest.RequireAssets(t)
@@ -106,7 +106,7 @@ func startLab(t *testing.T) *lab {
 
 // preflight fails when something else already holds the lab's addresses or
 // names: a marina lab of this machine's user, most likely.
-func preflight(t *testing.T) {
+func preflight(t testing.TB) {
 	t.Helper()
 	for _, name := range []string{"marina-dns", "marina-dns-etcd"} {
 		if out := dockertest.Docker(t, "ps", "-aq", "--filter", "name=^"+name+"$"); out != "" {
@@ -132,7 +132,7 @@ var (
 )
 
 // buildMarina builds marina from this checkout once per test process.
-func buildMarina(t *testing.T) string {
+func buildMarina(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "marina-e2e-bin-")
@@ -202,7 +202,7 @@ func (l *lab) exec(timeout time.Duration, args ...string) result {
 
 // run runs marina and fails the test unless it exits 0; it returns the
 // output.
-func (l *lab) run(t *testing.T, timeout time.Duration, args ...string) string {
+func (l *lab) run(t testing.TB, timeout time.Duration, args ...string) string {
 	t.Helper()
 	r := l.exec(timeout, args...)
 	if r.err != nil {
@@ -214,7 +214,7 @@ func (l *lab) run(t *testing.T, timeout time.Duration, args ...string) string {
 // destroy runs `marina destroy --yes` and then removes, by id, whatever a
 // failed destroy left of the lab: stand-in nodes, the DNS containers, the
 // network.
-func (l *lab) destroy(t *testing.T) {
+func (l *lab) destroy(t testing.TB) {
 	r := l.exec(deleteTimeout+upTimeout, "destroy", "--yes")
 	if r.err != nil {
 		t.Errorf("%s", r)
@@ -241,7 +241,7 @@ func (l *lab) destroy(t *testing.T) {
 func (l *lab) kubeconfigPath(name string) string { return slot.KubeconfigPath(l.home, name) }
 
 // clientset connects to cluster name through marina's kubeconfig for it.
-func (l *lab) clientset(t *testing.T, name string) kubernetes.Interface {
+func (l *lab) clientset(t testing.TB, name string) kubernetes.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", l.kubeconfigPath(name))
 	if err != nil {
@@ -257,7 +257,7 @@ func (l *lab) clientset(t *testing.T, name string) kubernetes.Interface {
 
 // kubectlOut runs kubectl with the lab's HOME (so ~/.kube/config is the
 // one marina merged into) and returns its output, failing the test on error.
-func (l *lab) kubectlOut(t *testing.T, args ...string) string {
+func (l *lab) kubectlOut(t testing.TB, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), kubetest.CommandTimeout)
 	defer cancel()
@@ -284,7 +284,7 @@ type clusterInfo struct {
 }
 
 // clusters lists the lab's clusters with marina.
-func (l *lab) clusters(t *testing.T) map[string]clusterInfo {
+func (l *lab) clusters(t testing.TB) map[string]clusterInfo {
 	t.Helper()
 	out := l.run(t, time.Minute, "cluster", "list", "-o", "json")
 	var list []clusterInfo
@@ -301,8 +301,9 @@ func (l *lab) clusters(t *testing.T) map[string]clusterInfo {
 // createCluster runs `marina cluster create name args...` and, while it
 // runs, plays the kubelet for MetalLB's controller and ExternalDNS as soon
 // as marina has applied their Deployments (marina's PostCluster hooks wait
-// for both). It fails the test unless marina exits 0.
-func (l *lab) createCluster(t *testing.T, name string, args ...string) {
+// for both). It fails the test unless marina exits 0, and returns what
+// marina did.
+func (l *lab) createCluster(t testing.TB, name string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -320,4 +321,5 @@ func (l *lab) createCluster(t *testing.T, name string, args ...string) {
 		t.Fatalf("cluster %s was created, but playing the kubelet for its controllers failed: %v", name, err)
 	}
 	t.Logf("marina cluster create %s: %s", name, r.elapse.Round(time.Millisecond))
+	return r
 }
