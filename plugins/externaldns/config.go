@@ -16,13 +16,15 @@ type Config struct {
 	Sources []string `json:"sources" doc:"ExternalDNS sources: service and/or ingress."`
 	// ServiceTypes restricts the service source to these Service types (--service-type-filter).
 	ServiceTypes []string `json:"serviceTypes" doc:"Service types the service source publishes: LoadBalancer, NodePort, ClusterIP, ExternalName."`
-	// Interval is the time between two full synchronisations (--interval);
-	// changes of watched objects trigger one sooner (--events).
-	Interval time.Duration `json:"interval" doc:"Time between two full synchronisations; changes of Services/Ingresses trigger one sooner (at least 1s)."`
+	// Interval is the time between two full synchronisations (--interval).
+	// It is what bounds how fast a new Service's name appears: ExternalDNS
+	// v0.23 delays a synchronisation triggered by a change (--events) by up
+	// to 5 s (controller.ScheduleRunOnce), unless the next periodic one is
+	// sooner. A full synchronisation here is one read of the local etcd.
+	Interval time.Duration `json:"interval" doc:"Time between two full synchronisations (at least 1s): how long a new Service's name takes to appear at most. Changes trigger one sooner too, but ExternalDNS delays those by up to 5s."`
 	// MinEventSyncInterval is the least time between two synchronisations
-	// triggered by changes (--min-event-sync-interval; ExternalDNS's own
-	// default, 5s, is what a Service's name would wait for at worst).
-	MinEventSyncInterval time.Duration `json:"minEventSyncInterval" doc:"Least time between two synchronisations triggered by changes: how long a new Service's name can take to appear (ExternalDNS's default is 5s; a lab wants its names at once)."`
+	// (--min-event-sync-interval).
+	MinEventSyncInterval time.Duration `json:"minEventSyncInterval" doc:"Least time between two synchronisations triggered by changes (100ms up to interval)."`
 	// Policy is how records are synchronised (--policy).
 	Policy string `json:"policy" doc:"Record policy: sync (create, update and delete), upsert-only (never delete) or create-only."`
 	// StrictlyOwned stores the owner inside every etcd record and makes each
@@ -39,7 +41,7 @@ func defaultConfig() *Config {
 	return &Config{
 		Sources:              []string{"service"},
 		ServiceTypes:         []string{"LoadBalancer"},
-		Interval:             10 * time.Second,
+		Interval:             time.Second,
 		MinEventSyncInterval: 500 * time.Millisecond,
 		Policy:               "sync",
 		StrictlyOwned:        true,

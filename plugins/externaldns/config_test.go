@@ -17,7 +17,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
 	if strings.Join(c.Sources, ",") != "service" || strings.Join(c.ServiceTypes, ",") != "LoadBalancer" ||
-		c.Interval != 10*time.Second || c.MinEventSyncInterval != 500*time.Millisecond || c.Policy != "sync" || !c.StrictlyOwned || !c.WaitReady || c.ReadyTimeout != 3*time.Minute {
+		c.Interval != time.Second || c.MinEventSyncInterval != 500*time.Millisecond || c.Policy != "sync" || !c.StrictlyOwned || !c.WaitReady || c.ReadyTimeout != 3*time.Minute {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 }

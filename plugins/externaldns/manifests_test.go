@@ -125,7 +125,8 @@ func TestRenderDeploymentContract(t *testing.T) {
 		"--coredns-strictly-owned",
 		"--policy=sync",
 		"--events",
-		"--interval=10s",
+		"--interval=1s",
+		"--min-event-sync-interval=500ms",
 	} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %q", c.Args, want)
