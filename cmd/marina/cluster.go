@@ -24,7 +24,7 @@ func newClusterCmd(a *app) *cobra.Command {
 		Use:     "cluster",
 		Aliases: []string{"cl"},
 		GroupID: "lab",
-		Short:   "Create, delete and list kind clusters on the lab",
+		Short:   "Create, delete, list, label and check kind clusters on the lab",
 	}
 	cmd.AddCommand(newClusterCreateCmd(a), newClusterDeleteCmd(a), newClusterListCmd(a), newClusterLabelCmd(a), newClusterE2ECmd(a))
 	return cmd

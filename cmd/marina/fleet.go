@@ -23,7 +23,7 @@ func newFleetCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "fleet",
 		GroupID: "lab",
-		Short:   "Create several clusters from a Fleet manifest, with dependencies and parallelism",
+		Short:   "Fleets of clusters from a Fleet manifest: create (dependencies, parallelism), list, describe, label, delete, adopt",
 	}
 	cmd.AddCommand(newFleetCreateCmd(a), newFleetListCmd(a), newFleetDescribeCmd(a), newFleetLabelCmd(a), newFleetDeleteCmd(a), newFleetAdoptCmd(a))
 	return cmd
