@@ -312,11 +312,7 @@ when a cluster could not be read or was left incomplete by a failed create.
 			if err != nil {
 				return err
 			}
-			lb, err := a.statusLab()
-			if err != nil {
-				return err
-			}
-			c, err := a.clusters(cmd.Context(), lb, nil)
+			lb, c, err := a.labClusters(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -422,11 +418,7 @@ func newClusterLabelCmd(a *app) *cobra.Command {
 			if errs := validateLabels(set); errs != nil {
 				return exitcode.NewUsage(errs)
 			}
-			lb, err := a.statusLab()
-			if err != nil {
-				return err
-			}
-			c, err := a.clusters(cmd.Context(), lb, nil)
+			lb, c, err := a.labClusters(cmd.Context())
 			if err != nil {
 				return err
 			}

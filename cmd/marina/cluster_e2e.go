@@ -67,11 +67,7 @@ Exit status: 0 when every check passed, 1 when one failed, 2 for bad arguments,
 			if err != nil {
 				return exitcode.NewUsage(fmt.Errorf("--progress %q: use auto, plain or json", progress))
 			}
-			lb, err := a.statusLab()
-			if err != nil {
-				return err
-			}
-			c, err := a.clusters(cmd.Context(), lb, nil)
+			lb, c, err := a.labClusters(cmd.Context())
 			if err != nil {
 				return err
 			}

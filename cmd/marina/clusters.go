@@ -62,3 +62,17 @@ func (a *app) clusters(ctx context.Context, lb *lab.Lab, progress func(string)) 
 	}
 	return c, nil
 }
+
+// labClusters is the lab (read-only: no plugin is started) and what cluster
+// operations need, for the commands that read or label clusters.
+func (a *app) labClusters(ctx context.Context) (*lab.Lab, *lab.Clusters, error) {
+	lb, err := a.statusLab()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := a.clusters(ctx, lb, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lb, c, nil
+}

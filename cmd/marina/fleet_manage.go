@@ -38,11 +38,7 @@ carry marina's completion marker (the others were left half-created by a failed 
 READY is ready nodes / all nodes of the members.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lb, err := a.statusLab()
-			if err != nil {
-				return err
-			}
-			c, err := a.clusters(cmd.Context(), lb, nil)
+			lb, c, err := a.labClusters(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -244,11 +240,7 @@ marker in step; other marina.dev/ labels are marina's own.`,
 				return err
 			}
 			return a.withLock(cmd.Context(), func() error {
-				lb, err := a.statusLab()
-				if err != nil {
-					return err
-				}
-				c, err := a.clusters(cmd.Context(), lb, nil)
+				lb, c, err := a.labClusters(cmd.Context())
 				if err != nil {
 					return err
 				}
