@@ -17,6 +17,7 @@ import (
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/lab"
+	"github.com/bcollard/marina/core/suggest"
 )
 
 func newClusterCmd(a *app) *cobra.Command {
@@ -33,7 +34,7 @@ func newClusterCmd(a *app) *cobra.Command {
 func newClusterCreateCmd(a *app) *cobra.Command {
 	var f pipelineFlags
 	var spec lab.ClusterSpec
-	var labels, noPlugins []string
+	var labels, noPlugins, onlyPlugins []string
 	var nodeVersion string
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -46,7 +47,13 @@ merged into your kubeconfig when kind.autoMergeKubeconfig is set.
 
 A failed create leaves nothing behind (nodes, node files, kubeconfig entries, DNS
 records), unless --retain keeps it for debugging. Several creates may run at once: each
-gets its own slot.`,
+gets its own slot.
+
+Every enabled plugin's hooks run for the cluster; --plugins NAME,... runs only those,
+--no-plugin NAME skips one (the two do not mix).`,
+		Example: `  marina cluster create dev
+  marina cluster create eu --region europe-west1 --zone europe-west1-c -l team=a --workers 2
+  marina cluster create bare --plugins registries,coredns`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[0]
@@ -64,12 +71,17 @@ gets its own slot.`,
 			if nodeVersion != "" {
 				spec.NodeImage = "kindest/node:" + nodeVersion
 			}
-			spec.Exclude = noPlugins
-			lb, _, closeLab, err := a.openLab(cmd.Context())
+			if len(onlyPlugins) > 0 && len(noPlugins) > 0 {
+				return exitcode.NewUsage(errors.New("--plugins and --no-plugin do not mix: list the plugins to run, or the ones to skip"))
+			}
+			lb, l, closeLab, err := a.openLab(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeLab()
+			if spec.Exclude, err = pluginExclusions(knownPlugins(l.Config), onlyPlugins, noPlugins); err != nil {
+				return exitcode.NewUsage(err)
+			}
 			renderer, err := a.renderer(f)
 			if err != nil {
 				return err
@@ -98,6 +110,7 @@ gets its own slot.`,
 	fl.IntVar(&spec.Workers, "workers", 0, "worker nodes besides the control plane")
 	fl.IntVar(&spec.Slot, "slot", 0, "pin the slot (1-99) instead of taking the lowest free one")
 	fl.StringArrayVar(&noPlugins, "no-plugin", nil, "skip this plugin's hooks for this cluster (repeatable)")
+	fl.StringSliceVar(&onlyPlugins, "plugins", nil, "run only these plugins' hooks for this cluster (comma-separated)")
 	fl.DurationVar(&spec.Wait, "wait", 5*time.Minute, "how long kind waits for the control plane")
 	fl.BoolVar(&spec.Retain, "retain", false, "keep a failed cluster for debugging")
 	return cmd
@@ -442,4 +455,38 @@ func validateLabels(labels map[string]string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// pluginExclusions turns --plugins (only) or --no-plugin (skip) into the
+// plugins whose hooks do not run; every name must be a known plugin.
+func pluginExclusions(known, only, skip []string) ([]string, error) {
+	var errs []error
+	for _, flag := range []struct {
+		name  string
+		names []string
+	}{{"--plugins", only}, {"--no-plugin", skip}} {
+		for _, n := range flag.names {
+			if slices.Contains(known, n) {
+				continue
+			}
+			hint := ""
+			if best := suggest.Closest(n, known); best != "" {
+				hint = fmt.Sprintf(" (did you mean %s?)", best)
+			}
+			errs = append(errs, fmt.Errorf("%s %q: no such plugin%s; plugins: %s", flag.name, n, hint, strings.Join(known, ", ")))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(only) == 0 {
+		return skip, nil
+	}
+	var exclude []string
+	for _, n := range known {
+		if !slices.Contains(only, n) {
+			exclude = append(exclude, n)
+		}
+	}
+	return exclude, nil
 }
