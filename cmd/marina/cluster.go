@@ -413,23 +413,9 @@ func newClusterLabelCmd(a *app) *cobra.Command {
 			if err := kind.ValidateName(args[0]); err != nil {
 				return exitcode.NewUsage(err)
 			}
-			if len(labels) == 0 {
-				return exitcode.NewUsage(errors.New("give at least one -l k=v (set) or -l k- (remove)"))
-			}
-			set := map[string]string{}
-			for _, l := range labels {
-				if k, ok := strings.CutSuffix(l, "-"); ok && !strings.Contains(l, "=") {
-					set[k] = "-"
-					continue
-				}
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return exitcode.NewUsage(fmt.Errorf("-l %q: use key=value to set or key- to remove", l))
-				}
-				set[k] = v
-			}
-			if errs := validateLabels(set); errs != nil {
-				return exitcode.NewUsage(errs)
+			set, err := labelEdits(labels)
+			if err != nil {
+				return err
 			}
 			lb, c, err := a.labClusters(cmd.Context())
 			if err != nil {
@@ -443,6 +429,32 @@ func newClusterLabelCmd(a *app) *cobra.Command {
 }
 
 // validateLabels checks label keys and values with Kubernetes' own rules
+
+// labelEdits parses -l k=v (set) and -l k- (remove) into LabelNodes' form
+// ("-" removes) and checks their Kubernetes syntax; usage errors name the
+// flag.
+func labelEdits(labels []string) (map[string]string, error) {
+	if len(labels) == 0 {
+		return nil, exitcode.NewUsage(errors.New("give at least one -l k=v (set) or -l k- (remove)"))
+	}
+	set := map[string]string{}
+	for _, l := range labels {
+		if k, ok := strings.CutSuffix(l, "-"); ok && !strings.Contains(l, "=") {
+			set[k] = "-"
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, exitcode.NewUsage(fmt.Errorf("-l %q: use key=value to set or key- to remove", l))
+		}
+		set[k] = v
+	}
+	if err := validateLabels(set); err != nil {
+		return nil, exitcode.NewUsage(err)
+	}
+	return set, nil
+}
+
 // (a value of "-" asks for the key's removal).
 func validateLabels(labels map[string]string) error {
 	var errs []error

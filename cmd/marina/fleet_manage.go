@@ -256,26 +256,11 @@ marker in step; other marina.dev/ labels are marina's own.`,
 	return cmd
 }
 
-// fleetLabelEdits parses -l k=v (set) and -l k- (remove) into LabelNodes'
-// form ("-" removes) and checks them: Kubernetes syntax, no marina.dev/ keys.
+// fleetLabelEdits is labelEdits plus the fleet rule: no marina.dev/ keys.
 func fleetLabelEdits(labels []string) (map[string]string, error) {
-	if len(labels) == 0 {
-		return nil, exitcode.NewUsage(errors.New("give at least one -l k=v (set) or -l k- (remove)"))
-	}
-	set := map[string]string{}
-	for _, l := range labels {
-		if k, ok := strings.CutSuffix(l, "-"); ok && !strings.Contains(l, "=") {
-			set[k] = "-"
-			continue
-		}
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || k == "" {
-			return nil, exitcode.NewUsage(fmt.Errorf("-l %q: use key=value to set or key- to remove", l))
-		}
-		set[k] = v
-	}
-	if err := validateLabels(set); err != nil {
-		return nil, exitcode.NewUsage(err)
+	set, err := labelEdits(labels)
+	if err != nil {
+		return nil, err
 	}
 	if err := lab.CheckFleetNodeLabels(set); err != nil {
 		return nil, exitcode.NewUsage(err)
