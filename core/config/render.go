@@ -132,6 +132,59 @@ func InitTemplate() ([]byte, error) {
 	return encodeNode(&doc)
 }
 
+// RenderKeys renders cfg as a config file holding only the keys of
+// comments (dotted paths, as `marina config view` names them) and the
+// sections that lead to them: each key documented as InitTemplate documents
+// it, followed by its comment (on the value when it is a scalar or empty,
+// on the key otherwise). header is the file's head comment.
+func RenderKeys(cfg *Config, comments map[string]string, header string) ([]byte, error) {
+	var root yaml.Node
+	if err := root.Encode(cfg); err != nil {
+		return nil, err
+	}
+	pruneTo(&root, schema(), comments)
+	return encodeNode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{&root}, HeadComment: header})
+}
+
+// pruneTo keeps, in the mapping n of section f, the keys in comments and
+// the sections leading to one, with their documentation.
+func pruneTo(n *yaml.Node, f *field, comments map[string]string) {
+	var kept []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		child := f.child(key.Value)
+		if child == nil {
+			continue
+		}
+		if comment, ok := comments[child.Path]; ok {
+			key.HeadComment = wrap(child.Doc)
+			if val.Kind == yaml.ScalarNode || len(val.Content) == 0 {
+				val.LineComment = comment
+			} else {
+				key.LineComment = comment
+			}
+			kept = append(kept, key, val)
+			continue
+		}
+		if val.Kind == yaml.MappingNode && child.kind() == kindStruct && leadsTo(comments, child.Path+".") {
+			key.HeadComment = wrap(child.Doc)
+			pruneTo(val, child, comments)
+			kept = append(kept, key, val)
+		}
+	}
+	n.Content = kept
+}
+
+// leadsTo reports whether a key of comments lies under prefix.
+func leadsTo(comments map[string]string, prefix string) bool {
+	for k := range comments {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 func wrap(s string) string {
 	var lines []string
 	line := ""

@@ -1,10 +1,8 @@
 package migrate
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"reflect"
 	"strings"
 	"text/tabwriter"
 
@@ -16,104 +14,22 @@ import (
 // renderConfig renders the keys of cfg listed in written (marina key ->
 // comment naming where the value came from) as marina's config file: the
 // typed struct marshalled, pruned to those keys, each documented by its
-// schema doc like `marina config init` does.
+// schema doc like `marina config init` does (config.RenderKeys).
 func renderConfig(cfg *config.Config, written map[string]string, source string) ([]byte, error) {
-	var root yaml.Node
-	if err := root.Encode(cfg); err != nil {
-		return nil, fmt.Errorf("render marina's config: %w", err)
-	}
-	prune(&root, reflect.TypeOf(config.Config{}), "", written)
 	from := "migrated from " + source + " by `marina migrate`."
 	if source == "" {
 		from = "migrated from klimax's defaults by `marina migrate` (there was no klimax config file)."
 	}
-	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{&root}, HeadComment: strings.Join([]string{
+	out, err := config.RenderKeys(cfg, written, strings.Join([]string{
 		"marina configuration, " + from,
 		"Only the settings that differ from marina's defaults are written (and vm.name); every",
 		"other key has marina's default: `marina config view` shows them all, docs/config.md",
 		"documents them, `marina config validate` checks this file.",
-	}, "\n")}
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
+	}, "\n"))
+	if err != nil {
 		return nil, fmt.Errorf("render marina's config: %w", err)
 	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
-// prune keeps, in the mapping n of struct type t at prefix, the keys that
-// are written or lead to one, with their documentation.
-func prune(n *yaml.Node, t reflect.Type, prefix string, written map[string]string) {
-	var kept []*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, val := n.Content[i], n.Content[i+1]
-		path := key.Value
-		if prefix != "" {
-			path = prefix + "." + key.Value
-		}
-		f, ok := fieldByYAMLKey(t, key.Value)
-		if !ok {
-			continue
-		}
-		if comment, ok := written[path]; ok {
-			key.HeadComment = wrap(f.Tag.Get("doc"))
-			if val.Kind == yaml.ScalarNode || len(val.Content) == 0 {
-				val.LineComment = comment
-			} else {
-				key.LineComment = comment
-			}
-			kept = append(kept, key, val)
-			continue
-		}
-		if val.Kind == yaml.MappingNode && f.Type.Kind() == reflect.Struct && leadsTo(written, path+".") {
-			key.HeadComment = wrap(f.Tag.Get("doc"))
-			prune(val, f.Type, path, written)
-			kept = append(kept, key, val)
-		}
-	}
-	n.Content = kept
-}
-
-func leadsTo(written map[string]string, prefix string) bool {
-	for k := range written {
-		if strings.HasPrefix(k, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-func fieldByYAMLKey(t reflect.Type, key string) (reflect.StructField, bool) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == key {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
-}
-
-// wrap breaks documentation into comment lines of at most 88 characters.
-func wrap(s string) string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		if line != "" && len(line)+1+len(w) > 88 {
-			lines = append(lines, line)
-			line = w
-			continue
-		}
-		if line != "" {
-			line += " "
-		}
-		line += w
-	}
-	return strings.Join(append(lines, line), "\n")
+	return out, nil
 }
 
 // flatten maps every leaf of a YAML document to its value ("a.b[0].c" ->
