@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -127,15 +125,9 @@ deleted otherwise, and the exit status is 2).`,
 // confirm asks a yes/no question on the terminal. Without a terminal it
 // fails (exit 2) with the flag to pass, rather than guessing an answer.
 func confirm(a *app, question string) (bool, error) {
-	in, ok := a.in.(*os.File)
-	if !ok || !lifecycle.IsTerminal(in) || !lifecycle.IsTerminal(a.err) {
+	in := terminalInput(a)
+	if in == nil {
 		return false, exitcode.NewUsage(errors.New("no terminal to confirm on: pass --yes to proceed"))
 	}
-	fmt.Fprintf(a.err, "%s [y/N] ", question)
-	line, err := bufio.NewReader(in).ReadString('\n')
-	if err != nil && line == "" {
-		return false, nil
-	}
-	ans := strings.ToLower(strings.TrimSpace(line))
-	return ans == "y" || ans == "yes", nil
+	return confirmOn(in, a.err, question), nil
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,7 +22,6 @@ import (
 	"github.com/bcollard/marina/core/fleet"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/lab"
-	"github.com/bcollard/marina/core/lifecycle"
 )
 
 func newFleetListCmd(a *app) *cobra.Command {
@@ -285,7 +283,7 @@ Asks for confirmation on a terminal; without one, --yes is required (exit 2 othe
 nothing deleted). --dry-run prints the order and deletes nothing.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !yes && !f.dryRun && !fleetCanConfirm(a) {
+			if !yes && !f.dryRun && terminalInput(a) == nil {
 				return exitcode.NewUsage(errors.New("no terminal to confirm on: pass --yes to delete the fleet's clusters; nothing was deleted"))
 			}
 			return a.withLock(cmd.Context(), func() error {
@@ -338,12 +336,6 @@ nothing deleted). --dry-run prints the order and deletes nothing.`,
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "Fleet manifest whose dependsOn orders the deletes (- for stdin)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required without a terminal)")
 	return cmd
-}
-
-// fleetCanConfirm reports whether confirm can ask the user.
-func fleetCanConfirm(a *app) bool {
-	in, ok := a.in.(*os.File)
-	return ok && lifecycle.IsTerminal(in) && lifecycle.IsTerminal(a.err)
 }
 
 func newFleetAdoptCmd(a *app) *cobra.Command {
