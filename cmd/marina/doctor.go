@@ -86,6 +86,11 @@ func printChecks(w io.Writer, checks []lab.Check) {
 		}
 	}
 	_ = tw.Flush()
+	for _, c := range checks {
+		if c.Instructions != "" && c.Status != lab.OK {
+			fmt.Fprintf(w, "\n%s:\n%s", c.Name, c.Instructions)
+		}
+	}
 	switch {
 	case failed > 0:
 		fmt.Fprintf(w, "\n%d of %d checks failed.\n", failed, len(checks))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -175,14 +176,12 @@ The config and every plugin's config are validated before anything changes.`,
 					return err
 				}
 				defer closeLab()
-				_, err = a.runPipeline(cmd.Context(), "up", lb.UpSteps(), f)
+				rep, err := a.runPipeline(cmd.Context(), "up", lb.UpSteps(), f)
 				if err != nil {
 					return err
 				}
 				if ha, ok := lb.Host.(*hostApplier); ok && f.output != "json" {
-					for _, m := range ha.Manual() {
-						fmt.Fprintf(a.out, "\n%s", m)
-					}
+					printManual(a.out, ha.Manual(), changedAnything(rep))
 				}
 				if manual := lb.ManualHostChanges(); len(manual) > 0 && f.output != "json" {
 					fmt.Fprintln(a.out, "\nmarina made no change on this machine for these plugin requests; make them by hand if you want them:")
@@ -199,4 +198,33 @@ The config and every plugin's config are validated before anything changes.`,
 	}
 	f.add(cmd)
 	return cmd
+}
+
+// changedAnything reports whether a run applied a change (a step done, not
+// merely unchanged or planned).
+func changedAnything(rep *lifecycle.Report) bool {
+	for _, s := range rep.Steps {
+		if s.Status == lifecycle.StatusDone {
+			return true
+		}
+	}
+	return false
+}
+
+// printManual shows the host changes marina left to the user (today: the
+// resolver files on a Linux machine without systemd-resolved). The whole
+// instructions appear when the run changed something — the moment the user
+// looks at what up did; a run that changed nothing says so in one line, and
+// `marina doctor` shows them again.
+func printManual(w io.Writer, manual []string, changed bool) {
+	if len(manual) == 0 {
+		return
+	}
+	if !changed {
+		fmt.Fprintln(w, "\nresolver: not configured — `marina doctor` explains")
+		return
+	}
+	for _, m := range manual {
+		fmt.Fprintf(w, "\n%s", m)
+	}
 }

@@ -194,6 +194,14 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	if !strings.Contains(r.stdout, "Bridge network "+network+": unchanged") {
 		t.Errorf("second up changed the network:\n%s", r.stdout)
 	}
+	// Nothing changed: the resolver instructions shrink to one line, and
+	// doctor shows them in full.
+	if !strings.Contains(r.stdout, "resolver: not configured — `marina doctor` explains") || strings.Contains(r.stdout, "To resolve demo.internal") {
+		t.Errorf("an up that changed nothing repeated the resolver instructions (want one line):\n%s", r.stdout)
+	}
+	if d := marina(t, home, nil, "doctor"); !strings.Contains(d.stdout, "To resolve demo.internal through 172.24.255.53") {
+		t.Errorf("doctor does not show the resolver instructions:\n%s%s", d.stdout, d.stderr)
+	}
 	if after := containerIDs(t, etcd, dns, mirror); after[etcd] != before[etcd] || after[dns] != before[dns] || after[mirror] != before[mirror] {
 		t.Fatalf("second up recreated containers: %v -> %v", before, after)
 	}

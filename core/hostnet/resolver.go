@@ -87,6 +87,9 @@ type ResolverStatus struct {
 	Detail string `json:"detail"`
 	// Fix is what to run when not in place.
 	Fix string `json:"fix,omitempty"`
+	// Manual holds the instructions for a setup marina does not change
+	// itself (Linux without systemd-resolved) while they are not followed.
+	Manual *ManualDNS `json:"manual,omitempty"`
 }
 
 // ManualDNS is the set of alternatives offered when marina will not change
@@ -230,7 +233,7 @@ func (r *Resolver) Check(ctx context.Context, change sdk.ResolverChange) (Resolv
 			}
 		}
 		return ResolverStatus{Method: MethodManual, Detail: "no systemd-resolved and none of marina's suggested snippet files routes " + zone,
-			Fix: "add the lines `marina up` prints for your resolver setup"}, nil
+			Fix: "add the file for your resolver setup (instructions below)", Manual: m}, nil
 	}
 	return ResolverStatus{}, fmt.Errorf("hostnet: resolver OS %q is not %q or %q", r.OS, Darwin, Linux)
 }

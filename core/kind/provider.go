@@ -79,8 +79,9 @@ type KindProvider struct {
 	// kind's debug output.
 	Verbosity int
 
-	// started, when set (tests), receives each helper's pid.
-	started func(pid int)
+	// started, when set (tests), receives each helper's operation and pid
+	// once it runs.
+	started func(op string, pid int)
 }
 
 var _ Provider = (*KindProvider)(nil)
@@ -273,7 +274,7 @@ func (p *KindProvider) run(ctx context.Context, req helperRequest) (helperRespon
 		return resp, fmt.Errorf("start the kind helper %s: %w", exe, err)
 	}
 	if p.started != nil {
-		p.started(cmd.Process.Pid)
+		p.started(req.Op, cmd.Process.Pid)
 	}
 	werr := cmd.Wait()
 	stderr.flush()

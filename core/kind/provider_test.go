@@ -259,15 +259,33 @@ func TestKindProviderCancel(t *testing.T) {
 	var (
 		mu   sync.Mutex
 		pids []int
+		ops  []string
 	)
-	p := &KindProvider{DockerHost: dockerHost(), started: func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() }}
+	// The create's helper is the event to cancel on: the Nodes check
+	// before it runs a helper too, and a cancellation that lands there
+	// (a sleep under load) would test nothing.
+	creating := make(chan struct{})
+	p := &KindProvider{DockerHost: dockerHost(), started: func(op string, pid int) {
+		mu.Lock()
+		defer mu.Unlock()
+		pids, ops = append(pids, pid), append(ops, op)
+		if op == opCreate {
+			close(creating)
+		}
+	}}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := renderTest(t, name, "127.0.0.1:1/marina-kind-test/missing:v0", 0)
 	done := make(chan error, 1)
 	go func() { done <- p.Create(ctx, cfg, CreateOptions{}) }()
-	time.Sleep(2 * time.Second) // kind is pulling (it retries for about 10 s)
+	select {
+	case <-creating: // kind is pulling (it retries for about 10 s)
+	case err := <-done:
+		t.Fatalf("Create returned before its helper started: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the create's kind helper did not start within 2 min")
+	}
 	cancel()
 	start := time.Now()
 	var err error
@@ -284,8 +302,8 @@ func TestKindProviderCancel(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(pids) < 2 {
-		t.Fatalf("helpers started: %v; want the create's and then the rollback's", pids)
+	if i := slices.Index(ops, opCreate); i < 0 || !slices.Contains(ops[i+1:], opDelete) {
+		t.Fatalf("helpers started: %v (pids %v); want the create's and then the rollback's delete", ops, pids)
 	}
 	for _, pid := range pids {
 		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {

@@ -32,6 +32,9 @@ type Check struct {
 	Detail string      `json:"detail,omitempty"`
 	// Fix is the command or action that repairs a WARN or FAIL.
 	Fix string `json:"fix,omitempty"`
+	// Instructions are longer steps behind Fix (several lines, e.g. the
+	// resolver files to add by hand), shown after the table.
+	Instructions string `json:"instructions,omitempty"`
 }
 
 // DoctorOptions tunes Doctor.

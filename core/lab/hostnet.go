@@ -151,7 +151,11 @@ func (l *Lab) resolverCheck(ctx context.Context, bridge string) *Check {
 		if l.HostOS == hostnet.Darwin {
 			status = Fail
 		}
-		return &Check{Name: name, Status: status, Detail: st.Detail, Fix: st.Fix}
+		c := &Check{Name: name, Status: status, Detail: st.Detail, Fix: st.Fix}
+		if st.Manual != nil {
+			c.Instructions = st.Manual.String()
+		}
+		return c
 	}
 	return &Check{Name: name, Status: OK, Detail: st.Detail}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -351,16 +352,24 @@ func TestCancel(t *testing.T) {
 			}
 			pgid := inst.Pid()
 			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(300*time.Millisecond, cancel)
-			start := time.Now()
-			_, err = inst.RunHook(ctx, hookCall(`{"mode":"`+mode+`","sleep":"30s"}`), time.Minute, nil)
-			elapsed := time.Since(start)
+			// Cancel once the hook runs (its first progress line), not
+			// after a fixed delay that a loaded machine may not honour.
+			var cancelledAt atomic.Int64
+			var once sync.Once
+			onProgress := func(string) {
+				once.Do(func() { cancelledAt.Store(time.Now().UnixNano()); cancel() })
+			}
+			_, err = inst.RunHook(ctx, hookCall(`{"mode":"`+mode+`","sleep":"30s"}`), time.Minute, onProgress)
+			if cancelledAt.Load() == 0 {
+				t.Fatalf("the hook returned without reporting progress: %v", err)
+			}
+			elapsed := time.Since(time.Unix(0, cancelledAt.Load()))
 			pe := asError(t, err)
 			if pe.Kind != KindCancelled || !errors.Is(err, context.Canceled) ||
 				!strings.HasPrefix(err.Error(), "plugin cancel-"+mode+" 1.0.0, hook PostCluster: was cancelled") {
 				t.Errorf("error = %v (kind %s)", err, pe.Kind)
 			}
-			if elapsed > 300*time.Millisecond+2*testOpts().KillGrace+2*time.Second {
+			if elapsed > 2*testOpts().KillGrace+2*time.Second {
 				t.Errorf("cancellation took %s", elapsed)
 			}
 			assertNoProcesses(t, marker, pgid)
@@ -551,11 +560,22 @@ func TestCloseDuringHook(t *testing.T) {
 	}
 	pgid := inst.Pid()
 	errc := make(chan error, 1)
+	running := make(chan struct{})
+	var once sync.Once
 	go func() {
-		_, err := inst.RunHook(context.Background(), hookCall(`{"mode":"slow","sleep":"30s"}`), time.Minute, nil)
+		_, err := inst.RunHook(context.Background(), hookCall(`{"mode":"slow","sleep":"30s"}`), time.Minute,
+			func(string) { once.Do(func() { close(running) }) })
 		errc <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The hook's first progress line says it is running (a sleep would race
+	// with a slow start under load).
+	select {
+	case <-running:
+	case err := <-errc:
+		t.Fatalf("the hook returned before it ran: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the hook did not report progress within a minute")
+	}
 	start := time.Now()
 	if err := inst.Close(); err != nil {
 		t.Errorf("Close: %v", err)

@@ -75,8 +75,8 @@ func Require(t testing.TB) {
 		t.Skipf("docker engine not available (%v); skipping because %s=1", probeErr, SkipEnv)
 	}
 	t.Fatalf("docker engine not available: %v\n"+
-		"fix: run test/ci/docker.sh as root (installs docker.io and starts dockerd), "+
-		"then test/images/build.sh.\n"+
+		"fix: make test-setup as root (test/ci/docker.sh installs docker.io and starts dockerd, "+
+		"test/images/build.sh builds the test images); make test does it first.\n"+
 		"Without docker, set %s=1 to skip tier-2 tests (ignored when CI is set).",
 		probeErr, SkipEnv)
 }
@@ -109,7 +109,7 @@ func Image(t testing.TB, name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
 	defer cancel()
 	if _, err := docker(ctx, "image", "inspect", "--format", "{{.Id}}", tag); err != nil {
-		t.Fatalf("test image %s is missing: run test/images/build.sh %s (%v)", tag, name, err)
+		t.Fatalf("test image %s is missing: run make test-setup (or test/images/build.sh %s) (%v)", tag, name, err)
 	}
 	return tag
 }

@@ -3,7 +3,7 @@ package e2e
 // Benchmarks of issue 7, run by `make bench` (never asserted: reported):
 //
 //   - BenchmarkServiceToName: from a LoadBalancer Service's creation to its
-//     name answering the VIP at the lab's DNS server (172.30.255.53): MetalLB's
+//     name answering the VIP at the test lab's DNS server (.255.53): MetalLB's
 //     controller assigns the VIP, ExternalDNS writes the record to etcd,
 //     CoreDNS serves it. Median of benchServices Services. Goal: under 2 s.
 //   - BenchmarkCreateOverhead: what `marina cluster create` costs beyond the
@@ -136,7 +136,7 @@ func BenchmarkCreateOverhead(b *testing.B) {
 		// One cluster, every plugin (the harness's kubelet stand-in starts
 		// MetalLB's controller and ExternalDNS, whose readiness the
 		// PostCluster hooks wait for), then one without those two.
-		const one = "overhead"
+		const one = "e2e-overhead"
 		all := l.createCluster(b, one)
 		kindAll, restAll := stepTimes(b, all.out)
 		l.run(b, deleteTimeout, "cluster", "delete", one, "--progress", "plain")
@@ -153,7 +153,7 @@ func BenchmarkCreateOverhead(b *testing.B) {
 			manifest := filepath.Join(l.home, fmt.Sprintf("fleet-%d.yaml", par))
 			var names []string
 			for i := range 5 {
-				names = append(names, fmt.Sprintf("f%d-%d", par, i))
+				names = append(names, fmt.Sprintf("e2e-f%d-%d", par, i))
 			}
 			// MetalLB and ExternalDNS are left out here: their PostCluster
 			// waits on controllers this harness runs (per cluster), whose

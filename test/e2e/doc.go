@@ -6,8 +6,8 @@
 //
 // What is real: marina itself (every command as a separate process, with its
 // locks, slots, kubeconfig merges and plugin processes), the five built-in
-// plugins, the lab's Docker network 172.30.0.0/16 and its DNS containers
-// (etcd at 172.30.255.52, CoreDNS at 172.30.255.53), the API servers, and
+// plugins, the lab's Docker network and its DNS containers (etcd at .255.52,
+// CoreDNS at .255.53 of the bridge), the API servers, and
 // MetalLB's controller and ExternalDNS: their binaries, built from the module
 // proxy by test/tools/build.sh, run as the Deployments marina applied
 // describe them (args, env, service account token, secret volumes), in
@@ -21,9 +21,14 @@
 // cluster would do — pulling images, scheduling, Service traffic — does not
 // happen here.
 //
-// The tests need the lab's addresses, so nothing else may use 172.30.0.0/16
-// or the container names marina-dns and marina-dns-etcd while they run: a
-// marina lab already up on this machine makes them fail with that message.
+// The test lab has a network, subnet and container names of its own
+// (marina-e2e on 172.29.0.0/16, marina-e2e-dns and marina-e2e-dns-etcd,
+// cluster names starting with e2e-) and its own HOME, so it runs beside a
+// user's lab with marina's defaults (network kind on 172.30.0.0/16,
+// marina-dns, marina-dns-etcd): TestEndToEnd brings such a lab up when none
+// is (or uses the one `make demo` left) and fails when the tests changed
+// anything of it — containers, network, volumes, DNS records, iptables rules,
+// ~/.marina, ~/.kube. Nothing else may use 172.29.0.0/16 while they run.
 // Run them with `go test ./test/e2e -v` (or `make test`); they take a few
 // minutes.
 package e2e

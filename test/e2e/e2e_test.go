@@ -39,31 +39,34 @@ const (
 	nameTimeout = 90 * time.Second
 )
 
-// TestEndToEnd is the issue's four end-to-end checks, in order, on one lab
-// (bringing a lab up takes a while; each step builds on the previous one).
+// TestEndToEnd is the end-to-end checks, in order, on one lab (bringing a
+// lab up takes a while; each step builds on the previous one), run beside a
+// user's lab with marina's defaults, which must be left exactly as it was.
 func TestEndToEnd(t *testing.T) {
+	besideUserLab(t) // first: its check runs after the test lab is gone
 	l := startLab(t)
+	const dev, staging = "e2e-dev", "e2e-staging"
 
 	t.Run("1 up then cluster create dev: hooks run for real and the kubeconfig works", func(t *testing.T) {
-		l.createCluster(t, "dev")
-		checkCreated(t, l, "dev", 1)
+		l.createCluster(t, dev)
+		checkCreated(t, l, dev, 1)
 	})
 	if t.Failed() {
 		return
 	}
 
 	var devVIP netip.Addr
-	t.Run("2 a LoadBalancer Service gets a VIP from the slot's pool and its name resolves via 172.30.255.53", func(t *testing.T) {
-		devVIP = exposeAndResolve(t, l, "dev", 1, "web", "default")
+	t.Run("2 a LoadBalancer Service gets a VIP from the slot's pool and its name resolves via the lab's DNS server", func(t *testing.T) {
+		devVIP = exposeAndResolve(t, l, dev, 1, "web", "default")
 	})
 	if t.Failed() {
 		return
 	}
 
 	t.Run("3 staging gets slot 2, a disjoint pool and its own names; deleting dev removes only dev's names", func(t *testing.T) {
-		l.createCluster(t, "staging")
-		checkCreated(t, l, "staging", 2)
-		stagingVIP := exposeAndResolve(t, l, "staging", 2, "web", "default")
+		l.createCluster(t, staging)
+		checkCreated(t, l, staging, 2)
+		stagingVIP := exposeAndResolve(t, l, staging, 2, "web", "default")
 		if stagingVIP == devVIP {
 			t.Fatalf("staging's Service got dev's address %s", devVIP)
 		}
@@ -76,16 +79,16 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 
-		l.run(t, deleteTimeout, "cluster", "delete", "dev", "--progress", "plain")
-		waitName(t, "web.default.dev."+zone, nil)
-		if got := resolve(t, "web.default.staging."+zone); !slices.Equal(got, []netip.Addr{stagingVIP}) {
+		l.run(t, deleteTimeout, "cluster", "delete", dev, "--progress", "plain")
+		waitName(t, "web.default."+dev+"."+zone, nil)
+		if got := resolve(t, "web.default."+staging+"."+zone); !slices.Equal(got, []netip.Addr{stagingVIP}) {
 			t.Fatalf("after deleting dev, staging's name answers %v; want [%s]", got, stagingVIP)
 		}
-		if keys := etcdKeys(t); strings.Contains(keys, "/dev/") {
+		if keys := etcdKeys(t); strings.Contains(keys, "/"+dev+"/") {
 			t.Errorf("dev's records are still in the zone's etcd:\n%s", keys)
 		}
-		checkGone(t, l, "dev", 1)
-		if _, ok := l.clusters(t)["staging"]; !ok {
+		checkGone(t, l, dev, 1)
+		if _, ok := l.clusters(t)[staging]; !ok {
 			t.Fatal("deleting dev took staging with it")
 		}
 	})
@@ -94,7 +97,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	t.Run("4 SIGINT during cluster create leaves no API server, slot, context or record", func(t *testing.T) {
-		const name = "cancelled"
+		const name = "e2e-cancelled"
 		ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 		defer cancel()
 		var out bytes.Buffer
@@ -142,7 +145,7 @@ func TestEndToEnd(t *testing.T) {
 		// stand-in), so MetalLB's PostCluster cannot create the pool and
 		// fails at its deadline, as on a cluster whose MetalLB never
 		// starts.
-		const name = "broken"
+		const name = "e2e-broken"
 		before := l.clusters(t)
 		r := l.exec(createTimeout, "cluster", "create", name, "--progress", "plain", "--set", "plugins.metallb.timeout=20s")
 		if r.code != 1 {
@@ -172,7 +175,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // parallelCreates are created at once by separate marina processes.
-var parallelCreates = []string{"par1", "par2", "par3", "par4"}
+var parallelCreates = []string{"e2e-par1", "e2e-par2", "e2e-par3", "e2e-par4"}
 
 // testParallelProcesses: four `marina cluster create` processes at once get
 // four distinct slots that overlap nothing, and ~/.kube/config ends with
@@ -436,7 +439,7 @@ func pools(t testing.TB, n int) []slot.Range {
 // etcdKeys lists the zone's keys in the lab's DNS etcd.
 func etcdKeys(t testing.TB) string {
 	t.Helper()
-	return dockertest.Docker(t, "exec", "marina-dns-etcd", "etcdctl", "get", "--prefix", "/skydns", "--keys-only")
+	return dockertest.Docker(t, "exec", etcdContainer, "etcdctl", "get", "--prefix", "/skydns", "--keys-only")
 }
 
 // checkGone checks that nothing of cluster name (which had slot n) is left:

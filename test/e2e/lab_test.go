@@ -26,15 +26,22 @@ import (
 	"github.com/bcollard/marina/test/standin"
 )
 
-// The lab's fixed facts (marina's defaults).
+// The test lab's facts. They are not marina's defaults on purpose: the tests
+// run beside a user's lab (`make demo`, or a real one), which has the
+// defaults — network "kind" on 172.30.0.0/16, containers marina-dns and
+// marina-dns-etcd — and must leave it exactly as it was (besideUserLab checks it).
+// Cluster names carry the prefix "e2e-" for the same reason: kind names a
+// cluster's node containers after it, machine-wide.
 const (
-	bridgeCIDR = "172.30.0.0/16"
-	zone       = "demo.internal"
-	network    = "kind"
+	bridgeCIDR      = "172.29.0.0/16"
+	zone            = "demo.internal"
+	network         = "marina-e2e"
+	etcdContainer   = "marina-e2e-dns-etcd"
+	serverContainer = "marina-e2e-dns"
 )
 
 var (
-	dnsServer = netip.MustParseAddrPort("172.30.255.53:53")
+	dnsServer = netip.MustParseAddrPort("172.29.255.53:53")
 	bridge    = netip.MustParsePrefix(bridgeCIDR)
 )
 
@@ -47,15 +54,23 @@ const (
 
 // config is the lab's config: marina's defaults on the host driver with the
 // locally built service images (no container registry is reachable here, so
-// no mirror either).
+// no mirror either), on a network, subnet and container names of its own.
 const config = `vm:
   driver: host
+network:
+  name: ` + network + `
+  bridgeCIDR: ` + bridgeCIDR + `
 images:
   registry: marina-test/registry:v3.1.2
   dnsEtcd: marina-test/etcd:v3.7.3
   dnsServer: marina-test/coredns:v1.15.0
 registries:
   mirrors: []
+plugins:
+  localdns:
+    config:
+      etcdContainer: ` + etcdContainer + `
+      serverContainer: ` + serverContainer + `
 `
 
 // lab is one marina lab brought up by the marina binary for a test, in a
@@ -108,9 +123,9 @@ func startLab(t testing.TB) *lab {
 // names: a marina lab of this machine's user, most likely.
 func preflight(t testing.TB) {
 	t.Helper()
-	for _, name := range []string{"marina-dns", "marina-dns-etcd"} {
+	for _, name := range []string{serverContainer, etcdContainer} {
 		if out := dockertest.Docker(t, "ps", "-aq", "--filter", "name=^"+name+"$"); out != "" {
-			t.Fatalf("a container named %s exists (a marina lab is up on this machine?): the end-to-end tests need the lab's names and addresses; remove that lab (marina destroy --yes, with its MARINA_CONFIG) and run again", name)
+			t.Fatalf("a container named %s exists (left by an end-to-end run that was killed?): remove it (docker rm -f -v %s) and run again", name, name)
 		}
 	}
 	out := dockertest.Docker(t, "network", "ls", "--format", "{{.Name}}")
@@ -119,7 +134,7 @@ func preflight(t testing.TB) {
 		for _, s := range strings.Fields(subnets) {
 			p, err := netip.ParsePrefix(s)
 			if err == nil && p.Overlaps(bridge) {
-				t.Fatalf("docker network %s uses %s, which overlaps the lab's bridge %s: the end-to-end tests need it; remove that network (a marina lab: marina destroy --yes) and run again", n, s, bridgeCIDR)
+				t.Fatalf("docker network %s uses %s, which overlaps the test lab's bridge %s: the end-to-end tests need that subnet; remove that network (left by an end-to-end run that was killed?) and run again", n, s, bridgeCIDR)
 			}
 		}
 	}
@@ -224,7 +239,7 @@ func (l *lab) destroy(t testing.TB) {
 	var leftovers []string
 	// Only what is on the lab's network: other packages' tests run stand-in
 	// clusters of their own at the same time.
-	for _, filter := range []string{"label=" + kind.ClusterLabel, "name=^marina-dns$", "name=^marina-dns-etcd$"} {
+	for _, filter := range []string{"label=" + kind.ClusterLabel, "name=^" + serverContainer + "$", "name=^" + etcdContainer + "$"} {
 		out, _ := exec.CommandContext(ctx, "docker", "ps", "-aq", "--filter", filter, "--filter", "network="+network).Output()
 		leftovers = append(leftovers, strings.Fields(string(out))...)
 	}

@@ -147,6 +147,7 @@ func requireAssets(t testing.TB, a Assets, err error, getenv func(string) string
 		return Assets{}
 	}
 	t.Fatalf("tier-3 test binaries not available: %v\n"+
+		"make test-setup builds them (make test does it first).\n"+
 		"Without them, set %s=1 to skip tier-3 tests (ignored when CI is set).", err, SkipEnv)
 	return Assets{}
 }

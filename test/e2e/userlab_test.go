@@ -1,0 +1,288 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bcollard/marina/test/dockertest"
+)
+
+// A user's lab: marina's defaults (what `make demo` brings up).
+const (
+	userNetwork   = "kind"
+	userServer    = "marina-dns"
+	userEtcd      = "marina-dns-etcd"
+	userLabConfig = `vm:
+  driver: host
+images:
+  registry: marina-test/registry:v3.1.2
+  dnsEtcd: marina-test/etcd:v3.7.3
+  dnsServer: marina-test/coredns:v1.15.0
+registries:
+  mirrors: []
+`
+)
+
+// besideUserLab makes sure a user's lab is up on this machine while the
+// end-to-end tests run, and checks at the end of t that the tests left it
+// exactly as it was: its network, containers, volumes, DNS records,
+// iptables rules and the user's ~/.marina and ~/.kube, compared field by
+// field and byte for byte.
+//
+// When a lab with marina's default names is already up (after `make demo`,
+// say) that lab is the one checked, and it is only read. Otherwise the test
+// brings one up with the defaults in a home of its own and destroys it at the
+// end, after the comparison. Call it before startLab, so that its check runs
+// after the test lab is destroyed (cleanups run last-in first-out).
+func besideUserLab(t *testing.T) {
+	t.Helper()
+	dockertest.Require(t)
+	realHome, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatalf("the user's home directory: %v", err)
+	}
+	homes := []string{realHome}
+
+	if !dockerExists(t, "container", userServer) && !dockerExists(t, "network", userNetwork) {
+		home := t.TempDir()
+		cfg := filepath.Join(home, ".marina", "config.yaml")
+		if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfg, []byte(userLabConfig), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		u := &lab{home: home, bin: buildMarina(t)}
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			if k == "HOME" || k == "KUBECONFIG" || strings.HasPrefix(k, "MARINA_") {
+				continue
+			}
+			u.env = append(u.env, kv)
+		}
+		u.env = append(u.env, "HOME="+home, "MARINA_CONFIG="+cfg)
+		t.Cleanup(func() {
+			if r := u.exec(deleteTimeout+upTimeout, "destroy", "--yes"); r.err != nil {
+				t.Errorf("destroying the user's lab the test brought up: %s", r)
+			}
+		})
+		u.run(t, upTimeout, "up", "--progress", "plain")
+		homes = append(homes, home)
+		t.Logf("no lab of marina's defaults was up: brought one up in %s to run beside", home)
+	} else {
+		t.Logf("running beside the lab already up on this machine (network %s, container %s); it is only read", userNetwork, userServer)
+	}
+
+	before := snapshotUserLab(t, homes)
+	t.Cleanup(func() {
+		after := snapshotUserLab(t, homes)
+		for _, d := range diffSnapshots(before, after) {
+			t.Errorf("the end-to-end tests changed the user's lab: %s", d)
+		}
+	})
+}
+
+// dockerExists reports whether a docker object of kind ("container",
+// "network") named name exists.
+func dockerExists(t testing.TB, kind, name string) bool {
+	t.Helper()
+	filter := "name=^" + name + "$"
+	var out string
+	if kind == "network" {
+		out = dockertest.Docker(t, "network", "ls", "-q", "--filter", filter)
+		// docker's network name filter matches substrings; check exactly.
+		for _, id := range strings.Fields(out) {
+			if dockertest.Docker(t, "network", "inspect", "--format", "{{.Name}}", id) == name {
+				return true
+			}
+		}
+		return false
+	}
+	out = dockertest.Docker(t, "ps", "-aq", "--filter", filter)
+	return out != ""
+}
+
+// snapshotUserLab records everything of the user's lab the tests must not
+// touch, as key → value, in a form that compares byte for byte.
+func snapshotUserLab(t testing.TB, homes []string) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+
+	// The network: identity, addressing, options and who is attached.
+	var containers []string
+	if dockerExists(t, "network", userNetwork) {
+		snap["network "+userNetwork] = dockertest.Docker(t, "network", "inspect", "--format",
+			"{{.Id}} {{json .IPAM}} {{json .Options}} {{json .Labels}} {{.Driver}} {{.Internal}}", userNetwork)
+		attached := dockertest.Docker(t, "network", "inspect", "--format", "{{range $id, $c := .Containers}}{{$id}} {{end}}", userNetwork)
+		containers = strings.Fields(attached)
+		sort.Strings(containers)
+		snap["network "+userNetwork+" endpoints"] = strings.Join(containers, " ")
+	}
+	// Every container on it, and the DNS pair wherever they are: identity,
+	// state since when, restarts, what runs, ports, addresses.
+	for _, name := range []string{userServer, userEtcd} {
+		if dockerExists(t, "container", name) {
+			containers = append(containers, name)
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range containers {
+		info := dockertest.Docker(t, "inspect", "--format",
+			"{{.Id}} {{.Name}} {{.Created}} {{.State.Status}} {{.State.StartedAt}} {{.RestartCount}} {{.Config.Image}} "+
+				"{{json .Config.Cmd}} {{json .Config.Env}} {{json .Config.Labels}} {{json .HostConfig.PortBindings}} {{json .Mounts}} "+
+				"{{range $n, $e := .NetworkSettings.Networks}}{{$n}}={{$e.IPAddress}} {{end}}", c)
+		id, _, _ := strings.Cut(info, " ")
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		snap["container "+id] = info
+	}
+	// The DNS records in the user's zone etcd (the tests' ExternalDNS and
+	// marina write only to the test lab's).
+	if dockertest.Docker(t, "ps", "-q", "--filter", "name=^"+userEtcd+"$") != "" {
+		snap["etcd records"] = dockertest.Docker(t, "exec", userEtcd, "etcdctl", "get", "--prefix", "/")
+	}
+	// The volumes the lab's containers mount.
+	var vols []string
+	for id := range seen {
+		out := dockertest.Docker(t, "inspect", "--format", `{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}`, id)
+		vols = append(vols, strings.Fields(out)...)
+	}
+	sort.Strings(vols)
+	for _, v := range vols {
+		snap["volume "+v] = dockertest.Docker(t, "volume", "inspect", "--format", "{{.CreatedAt}} {{json .Labels}} {{.Mountpoint}}", v)
+	}
+	// iptables rules that mention the user's bridge or its subnet.
+	if rules, err := iptablesRules(); err == nil {
+		bridgeIf := ""
+		if id := dockertest.Docker(t, "network", "ls", "-q", "--filter", "name=^"+userNetwork+"$"); id != "" {
+			bridgeIf = "br-" + strings.Fields(id)[0]
+		}
+		var mine []string
+		for _, r := range rules {
+			if strings.Contains(r, "172.30.") || (bridgeIf != "" && strings.Contains(r, bridgeIf)) {
+				mine = append(mine, r)
+			}
+		}
+		sort.Strings(mine)
+		snap["iptables"] = strings.Join(mine, "\n")
+	}
+	// The user's files: ~/.marina and ~/.kube, byte for byte.
+	for _, home := range homes {
+		for _, dir := range []string{".marina", ".kube"} {
+			root := filepath.Join(home, dir)
+			err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+				if err != nil {
+					if errors.Is(err, fs.ErrNotExist) && p == root {
+						return fs.SkipDir
+					}
+					return err
+				}
+				info, err := d.Info()
+				if err != nil {
+					return err
+				}
+				v := info.Mode().String()
+				if info.Mode().IsRegular() {
+					b, err := os.ReadFile(p)
+					if err != nil {
+						return err
+					}
+					sum := sha256.Sum256(b)
+					v += " " + hex.EncodeToString(sum[:])
+				} else if info.Mode()&fs.ModeSymlink != 0 {
+					target, _ := os.Readlink(p)
+					v += " -> " + target
+				}
+				snap["file "+p] = v
+				return nil
+			})
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("reading %s: %v", root, err)
+			}
+		}
+	}
+	return snap
+}
+
+// iptablesRules is `iptables-save` of this machine, one rule per line,
+// without counters and comments.
+func iptablesRules() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "iptables-save").Output()
+	if err != nil {
+		return nil, err
+	}
+	var rules []string
+	for _, line := range strings.Split(string(bytes.TrimSpace(out)), "\n") {
+		if strings.HasPrefix(line, "-A ") {
+			rules = append(rules, line)
+		}
+	}
+	return rules, nil
+}
+
+// diffSnapshots lists, key by key, what differs between two snapshots.
+func diffSnapshots(before, after map[string]string) []string {
+	keys := map[string]bool{}
+	for k := range before {
+		keys[k] = true
+	}
+	for k := range after {
+		keys[k] = true
+	}
+	var sorted []string
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	var diffs []string
+	for _, k := range sorted {
+		b, inB := before[k]
+		a, inA := after[k]
+		switch {
+		case inB && !inA:
+			diffs = append(diffs, k+" is gone (was "+b+")")
+		case !inB && inA:
+			diffs = append(diffs, k+" appeared: "+a)
+		case a != b:
+			j, _ := json.Marshal(map[string]string{"before": b, "after": a})
+			diffs = append(diffs, k+" changed: "+string(j))
+		}
+	}
+	return diffs
+}
+
+// TestDiffSnapshots: the comparison behind besideUserLab reports a changed,
+// a removed and an added entry, and nothing for equal snapshots.
+func TestDiffSnapshots(t *testing.T) {
+	before := map[string]string{"container a": "a running 2026-01-01", "file x": "-rw-r--r-- 01", "volume v": "t"}
+	if d := diffSnapshots(before, before); len(d) != 0 {
+		t.Fatalf("equal snapshots differ: %v", d)
+	}
+	after := map[string]string{"container a": "a running 2026-01-02", "file x": "-rw-r--r-- 01", "network n": "id"}
+	d := diffSnapshots(before, after)
+	want := []string{"container a changed", "network n appeared", "volume v is gone"}
+	if len(d) != len(want) {
+		t.Fatalf("diff = %q; want %d entries", d, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(d[i], w) {
+			t.Errorf("diff[%d] = %q; want it to start with %q", i, d[i], w)
+		}
+	}
+}

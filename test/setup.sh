@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# setup.sh — everything the tests need on this machine, made ready when missing
+# (what `make test` runs first; `make test-setup` runs it alone):
+#
+#   1. a Docker engine answering      test/ci/docker.sh (installs docker.io and
+#                                     starts dockerd; as root)
+#   2. the tier-2 test images         test/images/build.sh (from Go modules)
+#   3. the tier-3 binaries            test/tools/build.sh (kube-apiserver, kubectl,
+#                                     etcd, MetalLB's controller, ExternalDNS)
+#
+# Each step is cached and takes about a second when nothing changed; cold, the
+# whole takes ~20-25 min on 2 cores (see test/README.md). Every step prints its
+# duration.
+#
+# For local loops without Docker or without the tier-3 binaries:
+#   MARINA_SKIP_DOCKER=1   skip steps 1-2 (the tests that need Docker skip too)
+#   MARINA_SKIP_KUBE=1     skip step 3 (the tests that need an API server skip)
+# Both are ignored when CI is set: CI sets up and runs every tier.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "setup.sh: $*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+skip() { [ -z "${CI:-}" ] && [ "${!1:-}" = 1 ]; }
+
+step() {
+  local what="$1"; shift
+  local t0=$SECONDS
+  say "$what"
+  "$@"
+  local d=$(( SECONDS - t0 ))
+  say "$what: ready in ${d}s"
+  [ -z "${MARINA_TIMINGS:-}" ] || printf 'test-setup: %-22s %5ss\n' "${what%% (*}" "$d" >>"$MARINA_TIMINGS"
+}
+
+docker_engine() {
+  if [ "$(id -u)" -eq 0 ]; then
+    bash test/ci/docker.sh
+  elif command -v docker >/dev/null && timeout 10 docker info >/dev/null 2>&1; then
+    say "docker engine answering (not root: nothing to install)"
+  else
+    die "no Docker engine answers and this is not root: run sudo bash test/ci/docker.sh once (or MARINA_SKIP_DOCKER=1 to skip the tests that need Docker)"
+  fi
+}
+
+if skip MARINA_SKIP_DOCKER; then
+  say "MARINA_SKIP_DOCKER=1: no Docker engine and no test images (tests that need them skip)"
+else
+  step "Docker engine" docker_engine
+  step "tier-2 test images" bash test/images/build.sh
+fi
+
+if skip MARINA_SKIP_KUBE; then
+  say "MARINA_SKIP_KUBE=1: no tier-3 binaries (tests that need an API server skip)"
+else
+  step "tier-3 binaries (kube-apiserver, kubectl, etcd, MetalLB controller, ExternalDNS)" bash test/tools/build.sh
+fi
