@@ -216,6 +216,8 @@ func TestValidateRules(t *testing.T) {
 		{"driver", func(c *Config) { c.VM.Driver = "qemu" }, "vm.driver", "auto, lima, host"},
 		{"memory small", func(c *Config) { c.VM.Memory = "1GiB" }, "vm.memory", "too small"},
 		{"disk unparsable", func(c *Config) { c.VM.Disk = "big" }, "vm.disk", "not a size"},
+		{"start timeout zero", func(c *Config) { c.VM.StartTimeout = 0 }, "vm.startTimeout", "positive duration"},
+		{"start timeout negative", func(c *Config) { c.VM.StartTimeout = -time.Minute }, "vm.startTimeout", "got -1m0s"},
 		{"bad cidr", func(c *Config) { c.Network.BridgeCIDR = "172.30.0.0" }, "network.bridgeCIDR", "not a CIDR"},
 		{"not /16", func(c *Config) { c.Network.BridgeCIDR = "172.30.0.0/20" }, "network.bridgeCIDR", "needs a /16"},
 		{"host bits", func(c *Config) { c.Network.BridgeCIDR = "172.30.1.0/16" }, "network.bridgeCIDR", "write 172.30.0.0/16"},
@@ -420,5 +422,30 @@ func TestSetPluginEnabledKeepsCommentsAndValidates(t *testing.T) {
 		if strings.HasPrefix(e.Name(), ".marina-config-check") {
 			t.Fatalf("temp file left behind: %s", e.Name())
 		}
+	}
+}
+
+// TestStartTimeoutKey: vm.startTimeout defaults to Lima's 10 minutes and is
+// set as a duration from the file, the environment or --set.
+func TestStartTimeoutKey(t *testing.T) {
+	home := t.TempDir()
+	l, err := Load(LoadOptions{Home: home})
+	if err != nil || l.Config.VM.StartTimeout != 10*time.Minute {
+		t.Fatalf("default: %v, %v", l, err)
+	}
+	t.Setenv("MARINA_VM_STARTTIMEOUT", "20m")
+	if l, err = Load(LoadOptions{Home: home}); err != nil || l.Config.VM.StartTimeout != 20*time.Minute {
+		t.Fatalf("from the environment: %v", err)
+	}
+	if l, err = Load(LoadOptions{Home: home, Sets: []string{"vm.startTimeout=90s"}}); err != nil || l.Config.VM.StartTimeout != 90*time.Second {
+		t.Fatalf("from --set: %v", err)
+	}
+	_, err = Load(LoadOptions{Home: home, Sets: []string{"vm.startTimeout=0s"}})
+	if ps := problems(t, err); len(ps) != 1 || ps[0].Path != "vm.startTimeout" {
+		t.Fatalf("0s: %v", ps)
+	}
+	_, err = Load(LoadOptions{Home: home, Sets: []string{"vm.startTimeout=soon"}})
+	if ps := problems(t, err); len(ps) != 1 || ps[0].Path != "vm.startTimeout" {
+		t.Fatalf("not a duration: %v", ps)
 	}
 }

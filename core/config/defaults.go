@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // Pinned versions and images. The kind node version is the one the kind
 // library marina builds against (sigs.k8s.io/kind v0.33.0) defaults to.
 const (
@@ -43,6 +45,8 @@ func Default() *Config {
 			CPUs:   4,
 			Memory: "10GiB",
 			Disk:   "40GiB",
+			// Lima's own default (limactl start --timeout).
+			StartTimeout: 10 * time.Minute,
 		},
 		Network: Network{
 			Name:                 DefaultNetworkName,

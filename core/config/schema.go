@@ -31,6 +31,8 @@ type VM struct {
 	Memory  string `yaml:"memory" doc:"Memory of the VM, e.g. 10GiB."`
 	Disk    string `yaml:"disk" doc:"Disk size of the VM, e.g. 40GiB."`
 	Rosetta bool   `yaml:"rosetta" doc:"Enable Rosetta for amd64 binaries in the VM (Apple silicon only)."`
+	// StartTimeout bounds a VM boot (Lima's `limactl start --timeout`).
+	StartTimeout time.Duration `yaml:"startTimeout" doc:"How long to wait for the VM to boot and pass its readiness checks (lima driver), e.g. 10m; Ctrl-C stops the wait, not the VM."`
 }
 
 // Network configures the shared docker bridge.

@@ -45,6 +45,9 @@ func Validate(c *Config) []Problem {
 	}
 	checkSize(add, "vm.memory", c.VM.Memory, minVMMemory)
 	checkSize(add, "vm.disk", c.VM.Disk, minVMDisk)
+	if c.VM.StartTimeout <= 0 {
+		add("vm.startTimeout", "must be a positive duration such as 10m, got %s", c.VM.StartTimeout)
+	}
 
 	// network
 	if !dnsLabel.MatchString(c.Network.Name) {
