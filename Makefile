@@ -77,12 +77,14 @@ test-short:
 	$(GO) test -count=1 ./...
 
 ## fuzz: run every fuzz target for FUZZTIME each (an execution count: Go 1.26's
-## coordinator can fail a duration-bounded run with "context deadline exceeded", go.dev/issue/75804)
+## coordinator can fail a duration-bounded run with "context deadline exceeded", go.dev/issue/75804).
+## Targets are found in the sources (func FuzzX in *_test.go), not with `go test -list`,
+## which would compile every package's test binary once more just to list them
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for target in $$(grep -h -o '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //' | sort); do \
+	    echo "fuzz $$dir $$target ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$dir; \
 	  done; \
 	done
 
