@@ -47,6 +47,9 @@ type Driver struct {
 	ssh          *sshExecutor
 	// vzAvailable reports whether Lima's vz driver is compiled in.
 	vzAvailable bool
+	// host is this machine beyond Lima (codesign, brew, limactl, go);
+	// the zero value is the real one.
+	host hostEnv
 	// dockerWait bounds the wait for the forwarded Docker socket after a start.
 	dockerWait time.Duration
 }
@@ -223,7 +226,7 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 	}
 	if absent || inst.Status == limatype.StatusStopped {
 		// Check what starting needs before creating anything.
-		if err := d.preflight(); err != nil {
+		if err := d.preflight(ctx, say); err != nil {
 			return vm.Status{}, err
 		}
 	}
@@ -325,39 +328,29 @@ func (d *Driver) create(ctx context.Context) (*limatype.Instance, error) {
 	return inst, nil
 }
 
-// preflight checks what starting the VM needs from this machine.
-func (d *Driver) preflight() error {
+// preflight checks what starting the VM needs from this machine: on macOS
+// a vz-capable binary signed with the virtualization entitlement
+// (sign.go); everywhere, Lima's guest agent, built when it is nowhere to be
+// found (guestagent.go).
+func (d *Driver) preflight(ctx context.Context, say func(string)) error {
 	if d.goos == "darwin" && !d.vzAvailable {
 		return errors.New("this marina binary was built without cgo, so it cannot run Lima's vz driver; " +
 			"use a release build, or build with CGO_ENABLED=1 on macOS and sign it with the com.apple.security.virtualization entitlement")
 	}
-	if d.guestAgentPath() == "" {
-		arch := limatype.NewArch(d.goarch)
-		return fmt.Errorf("the Lima guest agent for %s-%s is missing: marina looks in %s and in <prefix>/share/lima next to the marina binary. "+
-			"Build it from the Lima module marina pins: GOOS=linux GOARCH=%s CGO_ENABLED=0 go install github.com/lima-vm/lima/v2/cmd/lima-guestagent@%s, "+
-			"then copy $(go env GOPATH)/bin/linux_%s/lima-guestagent to %s",
-			limatype.LINUX, arch, d.shareLima(), d.goarch, LimaVersion, d.goarch, filepath.Join(d.shareLima(), "lima-guestagent."+limatype.LINUX+"-"+arch))
+	if d.goos == "darwin" {
+		if err := checkEntitlement(ctx, d.host.runner(), d.executable(), d.home, say); err != nil {
+			return err
+		}
 	}
-	return nil
+	return d.ensureGuestAgent(ctx, say)
 }
 
 func (d *Driver) shareLima() string { return filepath.Join(d.home, ".marina", "share", "lima") }
 
-// guestAgentPath finds the guest agent, or returns "".
+// guestAgentPath is the guest agent to start the VM with (the override, or
+// the first found in guestAgentPlaces), or "".
 func (d *Driver) guestAgentPath() string {
-	if d.GuestAgent != "" {
-		return d.GuestAgent
-	}
-	name := "lima-guestagent." + limatype.LINUX + "-" + limatype.NewArch(d.goarch)
-	for _, p := range []string{filepath.Join(d.shareLima(), name+".gz"), filepath.Join(d.shareLima(), name)} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	p, err := d.lima.GuestAgent(limatype.LINUX, limatype.NewArch(d.goarch))
-	if err != nil {
-		return ""
-	}
+	p, _ := d.findGuestAgent(context.Background())
 	return p
 }
 

@@ -30,7 +30,8 @@ func fakeDriver(t *testing.T, inst *limatype.Instance) (*Driver, *fakeLima) {
 	d.lima = f
 	d.goos, d.goarch = "darwin", "arm64"
 	d.vzAvailable = true
-	d.GuestAgent = "/opt/marina/share/lima/lima-guestagent.Linux-aarch64.gz"
+	d.host = hermeticHost(t, home)
+	d.GuestAgent = fakeFile(t, filepath.Join(home, "opt", "marina", "share", "lima", "lima-guestagent.Linux-aarch64.gz"))
 	d.Executable = "/opt/marina/bin/marina"
 	d.pingDocker = func(context.Context, string) error { return nil }
 	d.dockerWait = time.Second
@@ -232,7 +233,7 @@ func TestStartRefuses(t *testing.T) {
 	}{
 		{name: "no vz in this build", edit: func(d *Driver, f *fakeLima) { d.vzAvailable = false }, want: "CGO_ENABLED=1"},
 		{name: "no guest agent", edit: func(d *Driver, f *fakeLima) { d.GuestAgent = "" },
-			want: "go install github.com/lima-vm/lima/v2/cmd/lima-guestagent@v2.2.0, then copy $(go env GOPATH)/bin/linux_arm64/lima-guestagent to "},
+			want: "there is no Go toolchain to build it. Install marina's release archive (it ships share/lima/lima-guestagent.Linux-aarch64.gz beside bin/marina)"},
 		{name: "unpinned image", edit: func(d *Driver, f *fakeLima) { d.Images = []Image{{Arch: "arm64", Location: "https://x/y.img"}} }, want: "pinned by digest"},
 		{name: "broken", inst: &limatype.Instance{Status: limatype.StatusBroken}, want: "marina destroy"},
 		{name: "start fails", inst: &limatype.Instance{Status: limatype.StatusStopped}, edit: func(d *Driver, f *fakeLima) { f.startErr = errors.New("vz: boom") }, want: "ha.stderr.log"},
@@ -296,28 +297,6 @@ func TestParseIPAddr(t *testing.T) {
 		if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("parseIPAddr(%q) = %q, %v; want %q, %q", tc.in, got, err, tc.want, tc.err)
 		}
-	}
-}
-
-func TestGuestAgentLookup(t *testing.T) {
-	d, f := fakeDriver(t, nil)
-	d.GuestAgent = ""
-	if got := d.guestAgentPath(); got != "" {
-		t.Errorf("found %q with nothing installed", got)
-	}
-	f.guestAgent = "/usr/local/share/lima/lima-guestagent.Linux-aarch64.gz"
-	if got := d.guestAgentPath(); got != f.guestAgent {
-		t.Errorf("Lima's own location: %q", got)
-	}
-	mine := filepath.Join(d.home, ".marina", "share", "lima", "lima-guestagent.Linux-aarch64")
-	if err := os.MkdirAll(filepath.Dir(mine), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(mine, nil, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if got := d.guestAgentPath(); got != mine {
-		t.Errorf("marina's location first: %q", got)
 	}
 }
 
