@@ -28,11 +28,12 @@ func main() {
 		os.Exit(kind.ServeHelper(os.Stdin, os.Stdout, os.Stderr))
 	}
 	// Lima's host agent: Lima re-executes marina as `marina hostagent ...`
-	// for each running VM (the lima driver).
+	// for each running VM (the lima driver). Its context is never
+	// cancelled: SIGINT/SIGTERM reach the agent through its own signal
+	// channel and shut the VM down cleanly; a cancelled context would kill
+	// the VM without a shutdown.
 	if lima.IsHostAgentInvocation(os.Args[1:]) {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := lima.RunHostAgent(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
+		err := lima.RunHostAgent(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "marina hostagent: %v\n", err)
 			os.Exit(exitcode.Failure)

@@ -25,7 +25,14 @@ import (
 // limactl's hidden hostagent command): it writes events as JSON lines to
 // stdout and logs as JSON to stderr, which Lima's start and stop read.
 // LIMA_HOME is inherited from the marina process that started the VM.
+//
+// The agent runs under a context that is never cancelled (ctx's values
+// only): SIGINT and SIGTERM reach it through its signal channel, on which
+// Lima stops the VM gracefully (a guest shutdown) under that context. Were
+// the context cancelled by the signal (signal.NotifyContext), the driver's
+// stop would run on a dead context and the VM would be killed instead.
 func RunHostAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	ctx = context.WithoutCancel(ctx)
 	a, err := ParseHostAgentArgs(args)
 	if err != nil {
 		return err

@@ -67,7 +67,7 @@ func TestRealLimaCreateInspectDelete(t *testing.T) {
 
 	// The provisioning just written is current; an older one is replaced
 	// in a way Lima still accepts.
-	if changed, err := refreshProvisioning(inst.Dir); err != nil || changed {
+	if changed, err := refreshProvisioning(inst.Dir, guestUserOf(ctx, inst.Config)); err != nil || changed {
 		t.Errorf("refresh right after create = %v, %v", changed, err)
 	}
 	yamlPath := filepath.Join(inst.Dir, "lima.yaml")
@@ -75,7 +75,7 @@ func TestRealLimaCreateInspectDelete(t *testing.T) {
 	if err := os.WriteFile(yamlPath, []byte(strings.Replace(string(b), KindVersion, "v0.32.0", -1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if changed, err := refreshProvisioning(inst.Dir); err != nil || !changed {
+	if changed, err := refreshProvisioning(inst.Dir, guestUserOf(ctx, inst.Config)); err != nil || !changed {
 		t.Errorf("refresh of an old provisioning = %v, %v", changed, err)
 	}
 

@@ -52,6 +52,9 @@ type Driver struct {
 	host hostEnv
 	// dockerWait bounds the wait for the forwarded Docker socket after a start.
 	dockerWait time.Duration
+	// brokenSettle is how long a Broken VM is inspected again before it is
+	// stopped forcibly (a host agent that is starting looks Broken briefly).
+	brokenSettle time.Duration
 }
 
 var _ vm.Driver = (*Driver)(nil)
@@ -61,16 +64,27 @@ var _ vm.Driver = (*Driver)(nil)
 // (~/.marina/lima, Lima's LIMA_HOME for marina).
 func New(cfg *config.Config, home string) *Driver {
 	d := &Driver{
-		cfg:         cfg,
-		home:        home,
-		goos:        runtime.GOOS,
-		goarch:      runtime.GOARCH,
-		lima:        &library{limaHome: LimaHome(home)},
-		pingDocker:  pingDocker,
-		vzAvailable: vzCompiled,
-		dockerWait:  60 * time.Second,
+		cfg:          cfg,
+		home:         home,
+		goos:         runtime.GOOS,
+		goarch:       runtime.GOARCH,
+		lima:         &library{limaHome: LimaHome(home)},
+		pingDocker:   pingDocker,
+		vzAvailable:  vzCompiled,
+		dockerWait:   60 * time.Second,
+		brokenSettle: 5 * time.Second,
 	}
-	d.ssh = newSSHExecutor(guestUser, d.sshTarget)
+	d.ssh = newSSHExecutor(guestUser, nil)
+	// The executor asks target before each new connection, holding its
+	// lock, and reads user after it: the guest user is the one of the VM
+	// that is there now (see guestUserOf).
+	d.ssh.target = func(ctx context.Context) (string, string, error) {
+		addr, key, user, err := d.sshTarget(ctx)
+		if err == nil {
+			d.ssh.user = user
+		}
+		return addr, key, err
+	}
 	return d
 }
 
@@ -124,10 +138,19 @@ func (d *Driver) Status(ctx context.Context) (vm.Status, error) {
 		st.Detail = "the VM is stopped; `marina up` starts it"
 	default:
 		st.State = vm.Stopped
-		st.Detail = fmt.Sprintf("Lima reports the VM as %q%s; `marina down && marina up` restarts it, `marina destroy` removes it",
-			inst.Status, instErrors(inst))
+		st.Detail = fmt.Sprintf("Lima reports the VM as %q%s; %s",
+			inst.Status, instErrors(inst), wayOut(inst.Status))
 	}
 	return st, nil
+}
+
+// wayOut is what to run for a VM in a state that is neither running nor
+// stopped.
+func wayOut(s limatype.Status) string {
+	if s == limatype.StatusBroken {
+		return "`marina up` stops it forcibly and starts it again (`marina down` only stops it); `marina destroy` removes it"
+	}
+	return "`marina destroy` removes it (and everything in it) so that `marina up` can create it again"
 }
 
 // describe fills what the instance records: resources, architecture, drift.
@@ -210,8 +233,14 @@ func parseIPAddr(out string) (string, error) {
 	return "", fmt.Errorf("lima0 has no IPv4 address (ip printed %q)", strings.TrimSpace(out))
 }
 
-// Start creates the VM when absent and starts it when stopped; on a
-// running VM it changes nothing. progress receives Lima's progress lines.
+// Start creates the VM when absent and starts it when stopped; a VM that is
+// running (or still booting from an interrupted start) is waited for, not
+// changed. A Broken VM (Lima: host agent or driver process gone, or not
+// answering) is stopped forcibly first, as `limactl stop -f` would, then
+// started. progress receives Lima's progress lines.
+//
+// Cancelling ctx stops the wait, never the VM: the host agent outlives this
+// call, and the error (which wraps ctx.Err()) says so.
 func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, error) {
 	say := func(s string) {
 		if progress != nil {
@@ -223,6 +252,11 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 	absent := errors.Is(err, fs.ErrNotExist)
 	if err != nil && !absent {
 		return vm.Status{}, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+	}
+	if !absent && inst.Status == limatype.StatusBroken {
+		if inst, err = d.recoverBroken(ctx, inst, say); err != nil {
+			return vm.Status{}, err
+		}
 	}
 	if absent || inst.Status == limatype.StatusStopped {
 		// Check what starting needs before creating anything.
@@ -238,8 +272,13 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 	}
 	switch inst.Status {
 	case limatype.StatusRunning:
+		// Possibly still booting (a start that was interrupted): wait for
+		// Lima's host agent to report the VM up.
+		if err := d.lima.WaitRunning(ctx, inst, d.startTimeout()); err != nil {
+			return vm.Status{}, fmt.Errorf("the VM %s: %w", d.vmName(), err)
+		}
 	case limatype.StatusStopped:
-		changed, err := refreshProvisioning(inst.Dir)
+		changed, err := refreshProvisioning(inst.Dir, guestUserOf(ctx, inst.Config))
 		if err != nil {
 			return vm.Status{}, err
 		}
@@ -258,18 +297,71 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 		say("starting the VM " + d.vmName())
 		// A connection to a previous boot is of no use any more.
 		_ = d.ssh.Close()
-		if err := d.lima.Start(ctx, inst, d.executable(), d.guestAgentPath()); err != nil {
+		opts := StartOptions{HostAgent: d.executable(), GuestAgent: d.guestAgentPath(), Timeout: d.startTimeout()}
+		if err := d.lima.Start(ctx, inst, opts); err != nil {
+			if errors.Is(err, ErrStartInterrupted) {
+				return vm.Status{}, err
+			}
 			return vm.Status{}, fmt.Errorf("start the VM %s: %w (Lima's host agent log: %s)", d.vmName(), err,
 				filepath.Join(inst.Dir, filenames.HostAgentStderrLog))
 		}
 	default:
-		return vm.Status{}, fmt.Errorf("the VM %s is %q according to Lima%s; run `marina down` and `marina up` again, or `marina destroy` to start over",
+		return vm.Status{}, fmt.Errorf("the VM %s is %q according to Lima%s; `marina destroy` removes it (and everything in it) so that `marina up` can create it again",
 			d.vmName(), inst.Status, instErrors(inst))
 	}
 	if err := d.waitDocker(ctx); err != nil {
 		return vm.Status{}, err
 	}
 	return d.Status(ctx)
+}
+
+// startTimeout is vm.startTimeout (Lima's default when unset).
+func (d *Driver) startTimeout() time.Duration {
+	if d.cfg.VM.StartTimeout > 0 {
+		return d.cfg.VM.StartTimeout
+	}
+	return defaultStartTimeout
+}
+
+// defaultStartTimeout is Lima's own (instance.DefaultWatchHostAgentEventsTimeout).
+const defaultStartTimeout = 10 * time.Minute
+
+// recoverBroken handles a VM Lima reports as Broken. A VM whose host agent
+// is just starting (an interrupted `marina up` moments ago) looks Broken for
+// a moment, so it is inspected again for brokenSettle first; a VM still
+// Broken then is stopped forcibly (its processes killed, stale files
+// removed), which leaves it Stopped and startable.
+func (d *Driver) recoverBroken(ctx context.Context, inst *limatype.Instance, say func(string)) (*limatype.Instance, error) {
+	deadline := time.Now().Add(d.brokenSettle)
+	for inst.Status == limatype.StatusBroken && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d.brokenSettle / 10):
+		}
+		next, err := d.lima.Inspect(ctx, d.vmName())
+		if err != nil {
+			return nil, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+		}
+		inst = next
+	}
+	if inst.Status != limatype.StatusBroken {
+		return inst, nil
+	}
+	say(fmt.Sprintf("the VM %s is broken%s; stopping it forcibly", d.vmName(), instErrors(inst)))
+	_ = d.ssh.Close()
+	if err := d.lima.StopForcibly(ctx, inst); err != nil {
+		return nil, fmt.Errorf("stop the broken VM %s forcibly: %w", d.vmName(), err)
+	}
+	next, err := d.lima.Inspect(ctx, d.vmName())
+	if err != nil {
+		return nil, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+	}
+	if next.Status != limatype.StatusStopped {
+		return nil, fmt.Errorf("the VM %s is still %q after a forcible stop%s; `marina destroy` removes it (and everything in it) so that `marina up` can create it again",
+			d.vmName(), next.Status, instErrors(next))
+	}
+	return next, nil
 }
 
 // sharesRegistryCache reports whether the VM mounts the host registry
@@ -365,8 +457,11 @@ func (d *Driver) executable() string {
 	return exe
 }
 
-// Stop stops the VM gracefully, keeping everything in it. A VM that is
-// absent or not running is left as it is.
+// Stop stops the VM gracefully, keeping everything in it. A Broken VM
+// (Lima: a host agent or driver process gone or not answering) cannot be
+// stopped gracefully: its processes are killed and its stale files removed
+// (Lima's forcible stop), which leaves it Stopped. A VM that is absent or
+// stopped is left as it is.
 func (d *Driver) Stop(ctx context.Context) error {
 	defer captureLimaLogs(nil)()
 	inst, err := d.lima.Inspect(ctx, d.vmName())
@@ -376,12 +471,17 @@ func (d *Driver) Stop(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
 	}
-	if inst.Status != limatype.StatusRunning {
-		return nil
-	}
-	_ = d.ssh.Close()
-	if err := d.lima.Stop(ctx, inst); err != nil {
-		return fmt.Errorf("stop the VM %s: %w", d.vmName(), err)
+	switch inst.Status {
+	case limatype.StatusRunning:
+		_ = d.ssh.Close()
+		if err := d.lima.Stop(ctx, inst); err != nil {
+			return fmt.Errorf("stop the VM %s: %w; if it hangs, its state is Broken afterwards and `marina down` stops it forcibly", d.vmName(), err)
+		}
+	case limatype.StatusBroken:
+		_ = d.ssh.Close()
+		if err := d.lima.StopForcibly(ctx, inst); err != nil {
+			return fmt.Errorf("stop the broken VM %s forcibly: %w", d.vmName(), err)
+		}
 	}
 	return nil
 }
@@ -405,23 +505,24 @@ func (d *Driver) Delete(ctx context.Context) error {
 }
 
 // sshTarget is where the guest's SSH server is reachable: Lima's loopback
-// forward of the running instance, with Lima's key for marina's LIMA_HOME.
-func (d *Driver) sshTarget(ctx context.Context) (string, string, error) {
+// forward of the running instance, with Lima's key for marina's LIMA_HOME,
+// and the guest user to log in as.
+func (d *Driver) sshTarget(ctx context.Context) (addr, keyFile, user string, err error) {
 	inst, err := d.lima.Inspect(ctx, d.vmName())
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", "", fmt.Errorf("the VM %s does not exist; `marina up` creates it", d.vmName())
+		return "", "", "", fmt.Errorf("the VM %s does not exist; `marina up` creates it", d.vmName())
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+		return "", "", "", fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
 	}
 	if inst.Status != limatype.StatusRunning || inst.SSHLocalPort == 0 {
-		return "", "", fmt.Errorf("the VM %s is not running (Lima: %q); `marina up` starts it", d.vmName(), inst.Status)
+		return "", "", "", fmt.Errorf("the VM %s is not running (Lima: %q); `marina up` starts it", d.vmName(), inst.Status)
 	}
-	addr := inst.SSHAddress
+	addr = inst.SSHAddress
 	if addr == "" {
 		addr = "127.0.0.1"
 	}
-	return addr + ":" + strconv.Itoa(inst.SSHLocalPort), d.sshKey(), nil
+	return addr + ":" + strconv.Itoa(inst.SSHLocalPort), d.sshKey(), guestUserOf(ctx, inst.Config), nil
 }
 
 func (d *Driver) sshKey() string {
@@ -462,7 +563,14 @@ func (d *Driver) Exec(ctx context.Context, argv []string, stdin io.Reader) ([]by
 // forwarded port, no host key checks (see sshExecutor), no user ssh config,
 // a terminal when tty, and argv quoted for the guest's shell (a login
 // shell when argv is empty).
+//
+// It logs in as the guest user of a VM marina creates (lima); Shell uses
+// the user of the VM that is there.
 func ShellArgv(keyFile string, port int, argv []string, tty bool) ([]string, error) {
+	return shellArgv(guestUser, keyFile, port, argv, tty)
+}
+
+func shellArgv(user, keyFile string, port int, argv []string, tty bool) ([]string, error) {
 	ssh := []string{"ssh", "-F", "/dev/null",
 		"-i", keyFile, "-p", strconv.Itoa(port),
 		"-o", "IdentitiesOnly=yes",
@@ -474,7 +582,7 @@ func ShellArgv(keyFile string, port int, argv []string, tty bool) ([]string, err
 	if tty || len(argv) == 0 {
 		ssh = append(ssh, "-t")
 	}
-	ssh = append(ssh, guestUser+"@127.0.0.1")
+	ssh = append(ssh, user+"@127.0.0.1")
 	if len(argv) > 0 {
 		line, err := QuoteArgs(argv)
 		if err != nil {
@@ -488,7 +596,7 @@ func ShellArgv(keyFile string, port int, argv []string, tty bool) ([]string, err
 // Shell runs argv in the VM as the guest user, interactively, with the
 // given streams (a login shell when argv is empty), through the system ssh.
 func (d *Driver) Shell(ctx context.Context, argv []string, in io.Reader, out, errOut io.Writer) error {
-	addr, key, err := d.sshTarget(ctx)
+	addr, key, user, err := d.sshTarget(ctx)
 	if err != nil {
 		return err
 	}
@@ -498,7 +606,7 @@ func (d *Driver) Shell(ctx context.Context, argv []string, in io.Reader, out, er
 	if f, ok := in.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
-	args, err := ShellArgv(key, port, argv, tty)
+	args, err := shellArgv(user, key, port, argv, tty)
 	if err != nil {
 		return err
 	}

@@ -207,11 +207,12 @@ func TestStartCreatesStartsAndIsIdempotent(t *testing.T) {
 		t.Errorf("the registry cache directory was not created: %v", err)
 	}
 
-	// Running: nothing changes.
+	// Running: nothing changes; Lima's report that it is up is waited for
+	// (it may still be booting after an interrupted start).
 	if _, err := d.Start(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.calls) != 2 {
+	if len(f.calls) != 3 || f.calls[2] != "wait marina 10m0s" {
 		t.Errorf("Start on a running VM called %q", f.calls[2:])
 	}
 	// Stopped: started, not created again.
@@ -219,7 +220,7 @@ func TestStartCreatesStartsAndIsIdempotent(t *testing.T) {
 	if _, err := d.Start(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.calls) != 3 || !strings.HasPrefix(f.calls[2], "start marina") {
+	if len(f.calls) != 4 || !strings.HasPrefix(f.calls[3], "start marina") {
 		t.Errorf("Start on a stopped VM: calls %q", f.calls)
 	}
 }
@@ -235,7 +236,11 @@ func TestStartRefuses(t *testing.T) {
 		{name: "no guest agent", edit: func(d *Driver, f *fakeLima) { d.GuestAgent = "" },
 			want: "there is no Go toolchain to build it. Install marina's release archive (it ships share/lima/lima-guestagent.Linux-aarch64.gz beside bin/marina)"},
 		{name: "unpinned image", edit: func(d *Driver, f *fakeLima) { d.Images = []Image{{Arch: "arm64", Location: "https://x/y.img"}} }, want: "pinned by digest"},
-		{name: "broken", inst: &limatype.Instance{Status: limatype.StatusBroken}, want: "marina destroy"},
+		{name: "broken, still after a forcible stop", inst: &limatype.Instance{Status: limatype.StatusBroken}, edit: func(d *Driver, f *fakeLima) {
+			d.brokenSettle = 10 * time.Millisecond
+			f.afterForce = limatype.StatusBroken
+		}, want: "still \"Broken\" after a forcible stop; `marina destroy` removes it"},
+		{name: "unknown", inst: &limatype.Instance{Status: limatype.StatusUnknown, Errors: []error{errors.New("lima.yaml: bad")}}, want: "lima.yaml: bad); `marina destroy`"},
 		{name: "start fails", inst: &limatype.Instance{Status: limatype.StatusStopped}, edit: func(d *Driver, f *fakeLima) { f.startErr = errors.New("vz: boom") }, want: "ha.stderr.log"},
 		{name: "docker never answers", inst: &limatype.Instance{Status: limatype.StatusStopped}, edit: func(d *Driver, f *fakeLima) {
 			d.pingDocker = func(context.Context, string) error { return errors.New("no such file") }

@@ -1,6 +1,7 @@
 package lima
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,16 +13,35 @@ import (
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/limatype/filenames"
 	"github.com/lima-vm/lima/v2/pkg/limayaml"
+	"github.com/lima-vm/lima/v2/pkg/osutil"
 	"github.com/opencontainers/go-digest"
 
 	"github.com/bcollard/marina/core/atomicfile"
 	"github.com/bcollard/marina/core/config"
 )
 
-// guestUser is the user Lima creates in the VM. It is pinned because Lima
-// otherwise derives it from the host user name, and the Docker socket
-// drop-in (SocketUser) and the SSH connection need to know it.
+// guestUser is the user Lima creates in a VM marina creates. It is pinned
+// because Lima otherwise derives it from the host user name. A VM marina
+// did not create (an adopted klimax VM) may have another: everything that
+// logs in or hands the Docker socket to the guest user asks guestUserOf.
 const guestUser = "lima"
+
+// guestUserOf is the guest user of a VM with Lima configuration y (as Lima
+// loaded it): user.name, or, when unset, what Lima itself uses — the host
+// user's name if it is a valid Linux user name, else "lima"
+// (osutil.LimaUser; Lima's loader fills user.name with it, so this only
+// matters for a configuration read without Lima's defaults). Without any
+// configuration (Lima could not read the VM's lima.yaml) it is the user of
+// the VMs marina creates.
+func guestUserOf(ctx context.Context, y *limatype.LimaYAML) string {
+	switch {
+	case y == nil:
+		return guestUser
+	case y.User.Name != nil && *y.User.Name != "":
+		return *y.User.Name
+	}
+	return osutil.LimaUser(ctx, LimaVersion, false, nil).Username
+}
 
 // guestDockerSocket is where Docker listens in the VM.
 const guestDockerSocket = "/run/docker.sock"
@@ -209,9 +229,10 @@ func provisioning(p Provision) ([]limatype.Provision, []limatype.Probe, error) {
 // up to this marina's (after an upgrade that changed a pin), so that the
 // next boot installs the new versions: Lima runs the script from lima.yaml
 // at every boot, and the script is idempotent. Only the provision and probe
-// sections change; everything fixed at creation stays. It reports whether
+// sections change; everything fixed at creation stays. user is the VM's
+// guest user (guestUserOf), which owns the Docker socket. It reports whether
 // it rewrote the file.
-func refreshProvisioning(instDir string) (bool, error) {
+func refreshProvisioning(instDir, user string) (bool, error) {
 	path := filepath.Join(instDir, filenames.LimaYAML)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -221,7 +242,9 @@ func refreshProvisioning(instDir string) (bool, error) {
 	if err := limayaml.Unmarshal(b, &y, path); err != nil {
 		return false, err
 	}
-	provision, probes, err := provisioning(DefaultProvision())
+	prov := DefaultProvision()
+	prov.SocketUser = user
+	provision, probes, err := provisioning(prov)
 	if err != nil {
 		return false, err
 	}
