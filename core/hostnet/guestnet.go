@@ -39,7 +39,6 @@ const (
 	GuestServiceName = "marina-guest-net.service"
 	GuestServicePath = "/etc/systemd/system/" + GuestServiceName
 	GuestDropInPath  = "/etc/systemd/system/docker.service.d/50-marina-guest-net.conf"
-	GuestSysctlPath  = "/etc/sysctl.d/99-marina.conf"
 	// DefaultGuestIface is Lima's vzNAT interface.
 	DefaultGuestIface = "lima0"
 )
@@ -122,8 +121,11 @@ func (s GuestNetSpec) validate() (netip.Prefix, string, error) {
 	return pfx, iface, nil
 }
 
-// GuestFiles renders the files that persist the guest network: the sysctl
-// drop-in, the script, the systemd oneshot and the docker.service drop-in.
+// GuestFiles renders the files that persist the guest network: the script,
+// the systemd oneshot and the docker.service drop-in. No sysctl file: the
+// VM's provisioning (core/vm/lima) is the one owner of
+// /etc/sysctl.d/99-marina.conf, ip_forward included, and the script sets
+// ip_forward again at boot and after every Docker start.
 func GuestFiles(spec GuestNetSpec) ([]GuestFile, error) {
 	pfx, iface, err := spec.validate()
 	if err != nil {
@@ -166,7 +168,6 @@ func GuestFiles(spec GuestNetSpec) ([]GuestFile, error) {
 		return nil, err
 	}
 	return []GuestFile{
-		{Path: GuestSysctlPath, Mode: "0644", Content: []byte("# managed by marina: `marina up` rewrites this file.\nnet.ipv4.ip_forward = 1\n")},
 		{Path: GuestScriptPath, Mode: "0755", Content: guestScript},
 		{Path: GuestServicePath, Mode: "0644", Content: svc},
 		{Path: GuestDropInPath, Mode: "0644", Content: drop},
@@ -287,7 +288,8 @@ func EnsureGuestNetwork(ctx context.Context, exec ExecFunc, spec GuestNetSpec) (
 	res := GuestNetResult{GuestNet: gnet.String()}
 	changed := func(s string) { res.Changes = append(res.Changes, s) }
 
-	// ip_forward, now and at boot.
+	// ip_forward now (the provisioning's sysctl file and the script keep it
+	// at boot).
 	if out, err := exec(ctx, []string{"sysctl", "-n", "net.ipv4.ip_forward"}, nil); err != nil || strings.TrimSpace(string(out)) != "1" {
 		if _, err := exec(ctx, []string{"sysctl", "-w", "net.ipv4.ip_forward=1"}, nil); err != nil {
 			return res, fmt.Errorf("enabling IP forwarding in the guest: %w", err)
