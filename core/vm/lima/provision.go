@@ -15,14 +15,15 @@ import (
 // already is in the wanted state and changes nothing when it is.
 type Provision struct {
 	// Sysctls are written to /etc/sysctl.d/99-marina.conf (the whole file is
-	// replaced, never appended to) and applied when the file changes.
+	// replaced, never appended to) and applied when the file changes. The
+	// provisioning is that file's one owner: every marina sysctl is here.
 	Sysctls []Sysctl
 	// Packages are apt packages installed when missing.
 	Packages []string
-	// DockerPackage and DockerVersion name the Docker engine package and its
-	// exact version; apt installs it when the VM has another version or none.
+	// DockerPackage names the Docker engine package; apt installs it when
+	// missing (any version: see pins.go), and the version installed is
+	// written to /var/lib/marina/versions.
 	DockerPackage string
-	DockerVersion string
 	// SocketUser owns /run/docker.sock (a docker.socket drop-in), so Lima
 	// can forward the socket to the host as that user.
 	SocketUser string
@@ -64,7 +65,6 @@ func DefaultProvision() Provision {
 		},
 		Packages:      []string{"ca-certificates", "curl", "iptables"},
 		DockerPackage: DockerPackage,
-		DockerVersion: DockerPackageVersion,
 		SocketUser:    guestUser,
 		Binaries:      DefaultBinaries(),
 	}
@@ -74,7 +74,6 @@ var (
 	sysctlKeyRe  = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_-]+)+$`)
 	sysctlValRe  = regexp.MustCompile(`^[0-9]+( [0-9]+)*$`)
 	debPackageRe = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
-	debVersionRe = regexp.MustCompile(`^[0-9][A-Za-z0-9.+~:-]*$`)
 	userRe       = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	binNameRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 	httpsURLRe   = regexp.MustCompile(`^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%+-]+)+$`)
@@ -108,9 +107,6 @@ func (p Provision) Validate() error {
 	}
 	if !debPackageRe.MatchString(p.DockerPackage) {
 		bad("provision: docker package %q is not a Debian package name", p.DockerPackage)
-	}
-	if !debVersionRe.MatchString(p.DockerVersion) {
-		bad("provision: docker version %q is not a Debian version (set DockerPackageVersion in core/vm/lima/pins.go)", p.DockerVersion)
 	}
 	if !userRe.MatchString(p.SocketUser) {
 		bad("provision: socket user %q is not a user name", p.SocketUser)

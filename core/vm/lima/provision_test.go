@@ -43,7 +43,7 @@ func TestProvisionValidate(t *testing.T) {
 		{"sysctl key", func(p *Provision) { p.Sysctls[0].Key = "a b" }, "sysctl name"},
 		{"duplicate sysctl", func(p *Provision) { p.Sysctls = append(p.Sysctls, p.Sysctls[0]) }, "twice"},
 		{"package", func(p *Provision) { p.Packages = append(p.Packages, "curl;reboot") }, "Debian package"},
-		{"docker version", func(p *Provision) { p.DockerVersion = "" }, "pins.go"},
+		{"docker package", func(p *Provision) { p.DockerPackage = "docker.io;reboot" }, "Debian package"},
 		{"socket user", func(p *Provision) { p.SocketUser = "root lima" }, "user name"},
 		{"binary name", func(p *Provision) { p.Binaries[0].Name = "../kind" }, "plain file name"},
 		{"url", func(p *Provision) {
@@ -188,12 +188,13 @@ func contains(calls []string, prefix string) bool {
 // second changes nothing and calls neither apt nor curl.
 func TestProvisionScriptIdempotent(t *testing.T) {
 	r := newProvisionRig(t)
-	// A sysctl file left by an appending provisioner is replaced, not extended.
+	// The sysctl file an older `marina up` wrote (its guest network step
+	// owned it too, with ip_forward only) is replaced, not extended.
 	if err := os.MkdirAll(filepath.Join(r.root, "etc/sysctl.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dup := "fs.inotify.max_user_watches = 524288\nfs.inotify.max_user_watches = 524288\n"
-	if err := os.WriteFile(filepath.Join(r.root, "etc/sysctl.d/99-marina.conf"), []byte(dup), 0o644); err != nil {
+	old := "# managed by marina: `marina up` rewrites this file.\nnet.ipv4.ip_forward = 1\n"
+	if err := os.WriteFile(filepath.Join(r.root, "etc/sysctl.d/99-marina.conf"), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := testProvision(r, "kind v1", "kubectl v1")
@@ -202,7 +203,8 @@ func TestProvisionScriptIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first run: %v\n%s", err, out)
 	}
-	wantSysctl := "fs.inotify.max_user_watches = 524288\nfs.inotify.max_user_instances = 512\nnet.ipv4.ip_forward = 1\n"
+	wantSysctl := "# managed by marina: the VM's provisioning rewrites this file at every boot.\n" +
+		"fs.inotify.max_user_watches = 524288\nfs.inotify.max_user_instances = 512\nnet.ipv4.ip_forward = 1\n"
 	if got := r.read("etc/sysctl.d/99-marina.conf"); got != wantSysctl {
 		t.Errorf("sysctl file:\n%s\nwant:\n%s", got, wantSysctl)
 	}
@@ -219,7 +221,7 @@ func TestProvisionScriptIdempotent(t *testing.T) {
 		"sysctl -q -p " + r.root + "/etc/sysctl.d/99-marina.conf",
 		"systemctl daemon-reload",
 		"apt-get update -qq",
-		"apt-get install -y -q --no-install-recommends --allow-downgrades ca-certificates curl iptables docker.io=" + DockerPackageVersion,
+		"apt-get install -y -q --no-install-recommends ca-certificates curl iptables docker.io",
 		"curl -fsSL --retry 3 --proto =https -o",
 	} {
 		if !contains(calls, want) {
@@ -228,6 +230,14 @@ func TestProvisionScriptIdempotent(t *testing.T) {
 	}
 	if contains(calls, "systemctl restart") {
 		t.Errorf("restarted docker.socket although it was not active: %q", calls)
+	}
+	// The Docker version apt chose is recorded and printed (the stub apt
+	// installs 1.0).
+	if got := r.read("var/lib/marina/versions"); got != "docker.io=1.0\n" {
+		t.Errorf("recorded versions = %q", got)
+	}
+	if !strings.Contains(out, "marina: docker.io 1.0\n") {
+		t.Errorf("the Docker version was not printed:\n%s", out)
 	}
 
 	calls, out, err = r.run(p, "arm64")
@@ -245,10 +255,11 @@ func TestProvisionScriptIdempotent(t *testing.T) {
 		t.Errorf("usr/local/bin holds %d entries (leftover temp files?): %v", len(entries), entries)
 	}
 
-	// A new pin replaces exactly that tool; another Docker version is
-	// reinstalled at the pinned one; nothing else moves.
+	// A new pin replaces exactly that tool; Docker, at whatever version
+	// (here upgraded by the guest's own apt), is left alone and its new
+	// version recorded; nothing else moves.
 	p = testProvision(r, "kind v2", "kubectl v1")
-	if err := os.WriteFile(filepath.Join(r.state, "docker.io"), []byte("28.0.0-0ubuntu1"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(r.state, "docker.io"), []byte("29.2.0-0ubuntu1~24.04.1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	calls, out, err = r.run(p, "arm64")
@@ -258,9 +269,10 @@ func TestProvisionScriptIdempotent(t *testing.T) {
 	if got := r.read("usr/local/bin/kind"); got != "kind v2" {
 		t.Errorf("kind after the pin changed = %q", got)
 	}
-	want := []string{"apt-get update -qq",
-		"apt-get install -y -q --no-install-recommends --allow-downgrades docker.io=" + DockerPackageVersion,
-		"curl -fsSL --retry 3 --proto =https -o " + r.root + "/usr/local/bin/.kind."}
+	if got := r.read("var/lib/marina/versions"); got != "docker.io=29.2.0-0ubuntu1~24.04.1\n" {
+		t.Errorf("recorded versions after an upgrade = %q", got)
+	}
+	want := []string{"curl -fsSL --retry 3 --proto =https -o " + r.root + "/usr/local/bin/.kind."}
 	if len(calls) != len(want) {
 		t.Fatalf("upgrade run calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
 	}
@@ -303,7 +315,7 @@ func TestProvisionScriptRefusesBadDownloads(t *testing.T) {
 func TestProvisionScriptAptFailure(t *testing.T) {
 	r := newProvisionRig(t)
 	_, out, err := r.run(testProvision(r, "k", "k"), "arm64", "APT_FAIL=1")
-	if err == nil || !strings.Contains(out, "update DockerPackageVersion in core/vm/lima/pins.go") {
+	if err == nil || !strings.Contains(out, "apt-get could not install ca-certificates curl iptables docker.io; see its output above") {
 		t.Fatalf("apt failure: err=%v\n%s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(r.root, "usr/local/bin/kind")); err == nil {

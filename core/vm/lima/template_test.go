@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -176,10 +177,68 @@ func TestDefaultImagesMatchLimaTemplate(t *testing.T) {
 			lima[img.Location] = img.Digest.String()
 		}
 	}
+	// The first image of each architecture is the one Lima v2.2.0 pins;
+	// the fallbacks are older dated releases (from Lima's earlier
+	// templates, see pins.go), newest first, each with its own digest.
+	dated := regexp.MustCompile(`^https://cloud-images\.ubuntu\.com/releases/noble/release-([0-9]{8})/ubuntu-24\.04-server-cloudimg-(amd64|arm64)\.img$`)
+	last := map[string]string{}
+	seen := map[string]bool{}
 	for _, img := range DefaultImages() {
-		if got, ok := lima[img.Location]; !ok || got != img.Digest {
-			t.Errorf("%s %s: Lima %s pins %q", img.Location, img.Digest, LimaVersion, got)
+		m := dated.FindStringSubmatch(img.Location)
+		if m == nil || m[2] != img.Arch {
+			t.Errorf("%s (%s): not a dated noble release image of that architecture", img.Location, img.Arch)
+			continue
 		}
+		if !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(img.Digest) || seen[img.Digest] || seen[img.Location] {
+			t.Errorf("%s: digest %q missing, malformed or repeated", img.Location, img.Digest)
+		}
+		seen[img.Digest], seen[img.Location] = true, true
+		prev, ok := last[img.Arch]
+		if !ok {
+			if got := lima[img.Location]; got != img.Digest {
+				t.Errorf("%s %s: the first %s image must be Lima %s's pin, which is %q", img.Location, img.Digest, img.Arch, LimaVersion, got)
+			}
+		} else if m[1] >= prev {
+			t.Errorf("%s: fallbacks must be older releases than %s", img.Location, prev)
+		}
+		last[img.Arch] = m[1]
+	}
+	for _, arch := range []string{"amd64", "arm64"} {
+		n := 0
+		for _, img := range DefaultImages() {
+			if img.Arch == arch {
+				n++
+			}
+		}
+		if n < 2 {
+			t.Errorf("%s: %d image(s); a removed release must have a fallback", arch, n)
+		}
+	}
+}
+
+// TestTemplateListsEveryFallbackImage: the VM's lima.yaml carries all of
+// this architecture's images, in order, each with its digest, so that Lima
+// falls back on its own.
+func TestTemplateListsEveryFallbackImage(t *testing.T) {
+	y, err := Template(config.Default(), TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, img := range DefaultImages() {
+		if img.Arch == "arm64" {
+			want = append(want, img.Location+" "+img.Digest)
+		}
+	}
+	var got []string
+	for _, img := range y.Images {
+		got = append(got, img.Location+" "+img.Digest.String())
+		if img.Arch != limatype.AARCH64 {
+			t.Errorf("%s: arch %s", img.Location, img.Arch)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || len(got) < 2 {
+		t.Errorf("images:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -54,7 +54,9 @@ install_pinned() {
 }
 
 # Kernel parameters: the file is replaced as a whole, never appended to.
+# This is its one owner (`marina up`'s guest network step writes no sysctl file).
 write_if_changed /etc/sysctl.d/99-marina.conf 0644 <<'MARINA_EOF'
+# managed by marina: the VM's provisioning rewrites this file at every boot.
 fs.inotify.max_user_watches = 524288
 fs.inotify.max_user_instances = 512
 net.ipv4.ip_forward = 1
@@ -76,22 +78,31 @@ if [ "$changed" = 1 ]; then
     fi
 fi
 
-# Packages: apt runs only when something is missing or Docker has another version.
+# Packages: apt runs only when something is missing. The Docker engine is
+# not pinned to a version: Ubuntu keeps only the newest docker.io in
+# noble-updates, so an exact pin stops resolving; the version installed is
+# recorded instead (below).
 missing=()
-for pkg in 'ca-certificates' 'curl' 'iptables'; do
+for pkg in 'ca-certificates' 'curl' 'iptables' 'docker.io'; do
     if [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" != "install ok installed" ]; then
         missing+=("$pkg")
     fi
 done
-if [ "$(dpkg-query -W -f='${Version}' 'docker.io' 2>/dev/null || true)" != '29.1.3-0ubuntu3~24.04.2' ]; then
-    missing+=('docker.io=29.1.3-0ubuntu3~24.04.2')
-fi
 if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq
-    if ! apt-get install -y -q --no-install-recommends --allow-downgrades "${missing[@]}"; then
-        echo "marina: apt-get could not install ${missing[*]}; if docker.io 29.1.3-0ubuntu3~24.04.2 is no longer in the Ubuntu archive, update DockerPackageVersion in core/vm/lima/pins.go" >&2
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+        echo "marina: apt-get could not install ${missing[*]}; see its output above (can the VM reach the Ubuntu archive?)" >&2
         exit 1
     fi
+fi
+
+# What was installed, for `marina shell -- cat /var/lib/marina/versions`.
+docker_version="$(dpkg-query -W -f='${Version}' 'docker.io')"
+write_if_changed /var/lib/marina/versions 0644 <<MARINA_EOF
+docker.io=$docker_version
+MARINA_EOF
+if [ "$changed" = 1 ]; then
+    echo "marina: docker.io $docker_version"
 fi
 
 # Tools, pinned by SHA-256 per architecture.
