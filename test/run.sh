@@ -17,7 +17,7 @@
 # Environment:
 #   PROC_COUNT       runs of the process-heavy packages (default 1; CI: 2)
 #   TEST_PHASES      the phases to run (default all, in the order above)
-#   MARINA_TIMINGS   a file to append "phase seconds" lines to (.ci/run's summary)
+#   TEST_TIMINGS   a file to append "phase seconds" lines to (.ci/run's summary)
 #   GOTESTFLAGS      extra flags for every go test (e.g. -run, -v)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ timed() {
   "$@"
   local d=$(( SECONDS - t0 ))
   say "$name: passed in ${d}s"
-  [ -z "${MARINA_TIMINGS:-}" ] || printf 'make test: %-12s %5ss\n' "$name" "$d" >>"$MARINA_TIMINGS"
+  [ -z "${TEST_TIMINGS:-}" ] || printf 'make test: %-12s %5ss\n' "$name" "$d" >>"$TEST_TIMINGS"
 }
 
 for phase in $phases; do

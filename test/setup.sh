@@ -31,7 +31,7 @@ step() {
   "$@"
   local d=$(( SECONDS - t0 ))
   say "$what: ready in ${d}s"
-  [ -z "${MARINA_TIMINGS:-}" ] || printf 'test-setup: %-22s %5ss\n' "${what%% (*}" "$d" >>"$MARINA_TIMINGS"
+  [ -z "${TEST_TIMINGS:-}" ] || printf 'test-setup: %-22s %5ss\n' "${what%% (*}" "$d" >>"$TEST_TIMINGS"
 }
 
 docker_engine() {
