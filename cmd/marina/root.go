@@ -99,6 +99,7 @@ Exit status: 0 ok, 1 failure, 2 usage or configuration error, 130 interrupted.`,
 		newVersionCmd(a),
 		newConfigCmd(a),
 		newMigrateCmd(a),
+		newSudoersCmd(a),
 	)
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")
