@@ -181,7 +181,7 @@ The config and every plugin's config are validated before anything changes.`,
 					return err
 				}
 				if ha, ok := lb.Host.(*hostApplier); ok && f.output != "json" {
-					printManual(a.out, ha.Manual(), changedAnything(rep))
+					printManual(a.out, ha.Manual(), rep.Changed())
 				}
 				if manual := lb.ManualHostChanges(); len(manual) > 0 && f.output != "json" {
 					fmt.Fprintln(a.out, "\nmarina made no change on this machine for these plugin requests; make them by hand if you want them:")
@@ -200,22 +200,12 @@ The config and every plugin's config are validated before anything changes.`,
 	return cmd
 }
 
-// changedAnything reports whether a run applied a change (a step done, not
-// merely unchanged or planned).
-func changedAnything(rep *lifecycle.Report) bool {
-	for _, s := range rep.Steps {
-		if s.Status == lifecycle.StatusDone {
-			return true
-		}
-	}
-	return false
-}
-
 // printManual shows the host changes marina left to the user (today: the
 // resolver files on a Linux machine without systemd-resolved). The whole
-// instructions appear when the run changed something — the moment the user
-// looks at what up did; a run that changed nothing says so in one line, and
-// `marina doctor` shows them again.
+// instructions appear when the run changed something (lifecycle's
+// Report.Changed: a step whose check found a difference) — the moment the
+// user looks at what up did; a run that changed nothing says so in one line,
+// and `marina doctor` shows them again.
 func printManual(w io.Writer, manual []string, changed bool) {
 	if len(manual) == 0 {
 		return

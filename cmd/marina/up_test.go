@@ -140,13 +140,15 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	if !strings.Contains(r.stdout, "Bridge network "+network+": done") {
 		t.Errorf("first up did not create the network:\n%s", r.stdout)
 	}
+	// It changed something (the network), so it shows the resolver
+	// instructions in full.
+	if !strings.Contains(r.stdout, "To resolve demo.internal through 172.24.255.53") {
+		t.Errorf("up did not report the resolver change it could not make:\n%s", r.stdout)
+	}
 	upstream := dockertest.Run(t, "--network", network, "--ip", "172.24.250.10", dockertest.Image(t, "registry"))
 	r = marina(t, home, nil, "up")
 	if r.code != 0 {
 		t.Fatalf("up with mirrors: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	if !strings.Contains(r.stdout, "To resolve demo.internal through 172.24.255.53") {
-		t.Errorf("up did not report the resolver change it could not make:\n%s", r.stdout)
 	}
 	st := labStatus(t, home)
 	if st.Machine.State != "running" || !st.Network.Present || st.Network.Problem != "" || st.Network.IPRange != "172.24.128.0/18" {

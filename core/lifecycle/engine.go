@@ -63,6 +63,23 @@ type Report struct {
 	Duration time.Duration
 }
 
+// Changed reports whether the run applied a change it had found: a step
+// done whose plan inspected its target. A step without a plan (one "run"
+// change named after the step, e.g. a plugin hook that converges by itself)
+// always applies and does not count.
+func (r *Report) Changed() bool {
+	for _, s := range r.Steps {
+		if s.Status != StatusDone {
+			continue
+		}
+		if len(s.Changes) == 1 && s.Changes[0].Action == ActionRun && s.Changes[0].Target == s.Name {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
 // Done returns the names of the steps that are converged: done or unchanged.
 func (r *Report) Done() []string {
 	return r.names(func(s Status) bool { return s == StatusDone || s == StatusUnchanged })

@@ -521,3 +521,32 @@ func (r *recorderRenderer) Handle(e Event) {
 }
 
 func (r *recorderRenderer) Close() {}
+
+// TestReportChanged: a run changed something when a step whose plan found a
+// difference was applied; a step without a plan (it always applies) does not
+// count, nor do unchanged, planned or failed steps.
+func TestReportChanged(t *testing.T) {
+	opaque := NewStep("Plugins: PostUp", nil, nil)
+	found := NewStep("Bridge network", func(context.Context) ([]Change, error) {
+		return []Change{{Action: "create", Target: "network kind"}}, nil
+	}, nil)
+	converged := NewStep("Check", func(context.Context) ([]Change, error) { return nil, nil }, nil)
+	for _, tt := range []struct {
+		name  string
+		steps []Step
+		opts  Options
+		want  bool
+	}{
+		{"only an opaque step", []Step{converged, opaque}, Options{}, false},
+		{"a found change applied", []Step{converged, found, opaque}, Options{}, true},
+		{"a found change only planned", []Step{found, opaque}, Options{DryRun: true}, false},
+	} {
+		rep, err := Run(context.Background(), "up", tt.steps, tt.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := rep.Changed(); got != tt.want {
+			t.Errorf("%s: Changed() = %v, want %v (steps %+v)", tt.name, got, tt.want, rep.Steps)
+		}
+	}
+}

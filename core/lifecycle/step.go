@@ -33,6 +33,11 @@ type Change struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// ActionRun is the one change of a step that cannot inspect its target (a
+// NewStep without plan): it always applies, so its being done says nothing
+// about whether anything changed.
+const ActionRun = "run"
+
 // String renders the change as "create VM marina: 4 CPUs, 8GiB".
 func (c Change) String() string {
 	s := c.Action + " " + c.Target
@@ -87,7 +92,7 @@ func (s *funcStep) Name() string { return s.name }
 
 func (s *funcStep) Plan(ctx context.Context) ([]Change, error) {
 	if s.plan == nil {
-		return []Change{{Action: "run", Target: s.name}}, nil
+		return []Change{{Action: ActionRun, Target: s.name}}, nil
 	}
 	return s.plan(ctx)
 }
