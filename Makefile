@@ -23,13 +23,67 @@ FUZZTIME      ?= 5000x
 
 all: build
 
-## build: the marina binary in bin/
+# On macOS marina is also Lima's host agent, the process that runs the VM
+# through Virtualization.framework: it must carry the
+# com.apple.security.virtualization entitlement, so every macOS build is signed
+# ad hoc with it, exactly as Lima's Makefile signs limactl. Elsewhere nothing
+# is signed (codesign exists only on macOS).
+HOST_OS       := $(shell uname -s)
+ENTITLEMENTS  := packaging/darwin/vz.entitlements
+SIGN           = codesign --entitlements $(ENTITLEMENTS) --force -s - $(1)
+
+## build: the marina binary in bin/ (on macOS: signed ad hoc with packaging/darwin/vz.entitlements)
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/marina ./cmd/marina
+ifeq ($(HOST_OS),Darwin)
+	$(call SIGN,bin/marina)
+endif
 
-## install: go install with the version stamped
+## install: go install with the version stamped (on macOS: signed like build)
+GOBIN_DIR      = $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 install:
 	$(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/marina
+ifeq ($(HOST_OS),Darwin)
+	$(call SIGN,$(GOBIN_DIR)/marina)
+endif
+
+## release-archive: $(DIST)/marina-<version>-<OS>-<arch>.tar.gz for RELEASE_GOOS/RELEASE_GOARCH
+## (default: this machine), laid out like Lima's: bin/marina (a darwin one built
+## with cgo and signed), share/lima/lima-guestagent.Linux-<arch>.gz (built from
+## the pinned Lima module), share/doc/{marina,lima}; checked at file level
+## (`go run ./packaging/release check`). A darwin archive needs a Mac.
+RELEASE_GOOS   ?= $(shell $(GO) env GOOS)
+RELEASE_GOARCH ?= $(shell $(GO) env GOARCH)
+DIST           ?= dist
+RELEASE_BIN     = $(DIST)/build/$(RELEASE_GOOS)-$(RELEASE_GOARCH)/marina
+.PHONY: release-archive release-darwin release-checksums release-formula
+release-archive:
+	@if [ "$(RELEASE_GOOS)" = darwin ] && [ "$(HOST_OS)" != Darwin ]; then \
+	  echo "a darwin archive needs cgo for darwin (Lima's vz driver) and codesign: build it on macOS (.github/workflows/release.yml)"; exit 1; fi
+	CGO_ENABLED=$(if $(filter darwin,$(RELEASE_GOOS)),1,0) GOOS=$(RELEASE_GOOS) GOARCH=$(RELEASE_GOARCH) \
+	  $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(RELEASE_BIN) ./cmd/marina
+ifeq ($(HOST_OS),Darwin)
+	$(if $(filter darwin,$(RELEASE_GOOS)),$(call SIGN,$(RELEASE_BIN)),@echo "not signing $(RELEASE_BIN): a $(RELEASE_GOOS) binary carries no entitlements")
+else
+	@echo "not signing $(RELEASE_BIN): codesign exists only on macOS (and only darwin binaries are signed)"
+endif
+	$(GO) run ./packaging/release archive -version $(VERSION) -goos $(RELEASE_GOOS) -goarch $(RELEASE_GOARCH) \
+	  -marina $(RELEASE_BIN) -go $(GO) -out $(DIST)
+
+## release-darwin: both macOS archives (arm64, amd64), each signed — on a Mac
+release-darwin:
+	$(MAKE) release-archive RELEASE_GOOS=darwin RELEASE_GOARCH=arm64
+	$(MAKE) release-archive RELEASE_GOOS=darwin RELEASE_GOARCH=amd64
+
+## release-checksums: $(DIST)/SHA256SUMS of the archives (sha256sum's format)
+release-checksums:
+	$(GO) run ./packaging/release checksums -dir $(DIST)
+
+## release-formula: $(DIST)/marina.rb, the Homebrew formula for this release's
+## darwin archives (from packaging/homebrew/marina.rb.tmpl and SHA256SUMS)
+release-formula:
+	$(GO) run ./packaging/release formula -version $(VERSION) -sums $(DIST)/SHA256SUMS \
+	  -template packaging/homebrew/marina.rb.tmpl -out $(DIST)/marina.rb
 
 ## demo: marina's main job on this Linux machine: Docker, locally built service
 ## images, marina up on the host driver, status, doctor, a name resolved (root)
@@ -95,9 +149,14 @@ lint: $(STATICCHECK)
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-## vet-darwin: the macOS build compiles and vets (the code that builds without cgo)
+## vet-darwin: the macOS build compiles and vets without cgo; then the code only a
+## cgo build compiles (darwin && cgo: Lima's vz driver and host agent, marina's
+## core/vm/lima, their importers) is type-checked from source with `import "C"`
+## faked (packaging/darwin/cgocheck; arm64, whose files are a superset of amd64's).
+## C, Objective-C and linking are checked only on a Mac (.github/workflows/release.yml)
 vet-darwin:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
+	$(GO) run ./packaging/darwin/cgocheck -goarch arm64 ./...
 
 ## docs: regenerate docs/config.md from the config schema
 docs:

@@ -59,15 +59,15 @@ func readEntitlements(ctx context.Context, run hostRunner, exe string) (map[stri
 		}
 		return nil, fmt.Errorf("%s: %s", strings.Join(codesignArgv(exe), " "), msg)
 	}
-	return parseEntitlements(out)
+	return ParseEntitlements(out)
 }
 
-// parseEntitlements reads codesign's entitlements output: an XML plist
+// ParseEntitlements reads entitlements as codesign prints them: an XML plist
 // (`--xml`, possibly behind the 8-byte blob header older codesign printed
 // for `--entitlements -`), or the `[Dict]` text format codesign prints by
 // default since macOS 12. Only the top-level boolean entries are returned;
 // empty output means no entitlements.
-func parseEntitlements(out []byte) (map[string]bool, error) {
+func ParseEntitlements(out []byte) (map[string]bool, error) {
 	if i := bytes.Index(out, []byte("<?xml")); i >= 0 {
 		return parsePlistXML(out[i:])
 	}
@@ -266,4 +266,17 @@ func checkEntitlement(ctx context.Context, run hostRunner, exe, home string, war
 // signArgv is the ad-hoc signing command, as Lima's Makefile runs it.
 func signArgv(plist, exe string) []string {
 	return []string{"codesign", "--entitlements", plist, "--force", "-s", "-", exe}
+}
+
+// CheckSignature is the preflight's entitlement check, run with this
+// machine's codesign: nil when exe is signed with the virtualization
+// entitlement; otherwise the error marina up gives (which writes the
+// entitlements file it names under home), or why codesign could not tell.
+func CheckSignature(ctx context.Context, exe, home string) error {
+	var unreadable error
+	err := checkEntitlement(ctx, runHost, exe, home, func(s string) { unreadable = errors.New(s) })
+	if err == nil {
+		err = unreadable
+	}
+	return err
 }

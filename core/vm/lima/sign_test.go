@@ -21,7 +21,7 @@ func TestVZEntitlementsMatchPackaging(t *testing.T) {
 	if string(b) != VZEntitlements {
 		t.Errorf("packaging/darwin/vz.entitlements and VZEntitlements differ:\n%s\n---\n%s", b, VZEntitlements)
 	}
-	ents, err := parseEntitlements(b)
+	ents, err := ParseEntitlements(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestParseEntitlements(t *testing.T) {
 		{"dict-other.stdout", map[string]bool{"com.apple.security.app-sandbox": true, EntitlementVirtualization: false}},
 		{"linker-signed.stdout", map[string]bool{}},
 	} {
-		got, err := parseEntitlements(readFixture(t, tc.fixture))
+		got, err := ParseEntitlements(readFixture(t, tc.fixture))
 		if err != nil {
 			t.Errorf("%s: %v", tc.fixture, err)
 			continue
@@ -72,8 +72,8 @@ func TestParseEntitlements(t *testing.T) {
 		"<plist><dict><key>k</key><true/>",
 		"[Dict]\n\t[Key] com.apple.security.virtualization\n\t[Value]\n\t\t[Bool] maybe\n",
 	} {
-		if got, err := parseEntitlements([]byte(bad)); err == nil {
-			t.Errorf("parseEntitlements(%q) = %v, want an error", bad, got)
+		if got, err := ParseEntitlements([]byte(bad)); err == nil {
+			t.Errorf("ParseEntitlements(%q) = %v, want an error", bad, got)
 		}
 	}
 }
@@ -149,5 +149,24 @@ func TestCheckEntitlement(t *testing.T) {
 				t.Errorf("warnings %q, want %q", warned, tc.warn)
 			}
 		})
+	}
+}
+
+// TestCheckSignatureRealCodesign runs the check with this machine's
+// codesign on the test binary, which the Go linker signed without
+// entitlements (darwin/arm64) or not at all: refused with the fix on a Mac;
+// elsewhere codesign is missing, and the check says it cannot tell.
+func TestCheckSignatureRealCodesign(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = CheckSignature(context.Background(), exe, t.TempDir())
+	want := "cannot read marina's entitlements (codesign -d --entitlements - --xml " + exe + ": exec: \"codesign\": executable file not found"
+	if _, lerr := exec.LookPath("codesign"); lerr == nil {
+		want = "the com.apple.security.virtualization entitlement, without which macOS does not let it run a VM"
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckSignature(%s) = %v, want %q", exe, err, want)
 	}
 }

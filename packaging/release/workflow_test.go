@@ -1,0 +1,160 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// workflow is the part of a GitHub Actions workflow the test reads.
+type workflow struct {
+	Name string `yaml:"name"`
+	On   struct {
+		Push struct {
+			Tags []string `yaml:"tags"`
+		} `yaml:"push"`
+		PullRequest struct {
+			Paths []string `yaml:"paths"`
+		} `yaml:"pull_request"`
+		WorkflowDispatch any `yaml:"workflow_dispatch"`
+	} `yaml:"on"`
+	Permissions map[string]string `yaml:"permissions"`
+	Env         map[string]string `yaml:"env"`
+	Jobs        map[string]struct {
+		Name           string            `yaml:"name"`
+		RunsOn         string            `yaml:"runs-on"`
+		TimeoutMinutes int               `yaml:"timeout-minutes"`
+		Needs          any               `yaml:"needs"`
+		If             string            `yaml:"if"`
+		Permissions    map[string]string `yaml:"permissions"`
+		Steps          []struct {
+			Name string            `yaml:"name"`
+			Uses string            `yaml:"uses"`
+			Run  string            `yaml:"run"`
+			With map[string]string `yaml:"with"`
+			Env  map[string]string `yaml:"env"`
+		} `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+// makeTargets are the targets the Makefile defines.
+func makeTargets(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([A-Za-z0-9_.-]+):`).FindAllStringSubmatch(string(b), -1) {
+		targets[m[1]] = true
+	}
+	return targets
+}
+
+// TestReleaseWorkflow checks .github/workflows/release.yml against what it
+// runs: the Makefile targets and release commands it names exist, the
+// darwin job is on macos-14 and does every release step, actions are pinned
+// by commit, and only the tag-only release job may write.
+func TestReleaseWorkflow(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "release.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w workflow
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&w); err != nil {
+		// KnownFields: a key the test does not model is a reason to
+		// extend the test, not to ignore the key.
+		t.Fatal(err)
+	}
+	if !slices.Contains(w.On.Push.Tags, "v*") {
+		t.Errorf("not run on v* tags: %q", w.On.Push.Tags)
+	}
+	// A pull request that changes what the release runs runs it.
+	for _, p := range []string{".github/workflows/release.yml", "packaging/**", "core/vm/lima/**", "Makefile"} {
+		if !slices.Contains(w.On.PullRequest.Paths, p) {
+			t.Errorf("a pull request changing %s does not run the workflow", p)
+		}
+	}
+	if w.Permissions["contents"] != "read" || len(w.Permissions) != 1 {
+		t.Errorf("workflow permissions %v, want contents: read only", w.Permissions)
+	}
+	if w.Env["GOTOOLCHAIN"] != "local" {
+		t.Errorf("GOTOOLCHAIN %q: the Makefile's local toolchain rule must hold on the runner too", w.Env["GOTOOLCHAIN"])
+	}
+	darwin, ok := w.Jobs["darwin"]
+	if !ok || darwin.RunsOn != "macos-14" {
+		t.Fatalf("no darwin job on macos-14: %+v", w.Jobs)
+	}
+	targets := makeTargets(t)
+	pinned := regexp.MustCompile(`^[\w.-]+/[\w.-]+@[0-9a-f]{40}$`)
+	makeRE := regexp.MustCompile(`\bmake ([a-z][\w-]*)`)
+	releaseRE := regexp.MustCompile(`go run \./packaging/release ([a-z]+)`)
+	var runs []string
+	for name, job := range w.Jobs {
+		for _, s := range job.Steps {
+			if s.Uses != "" && !pinned.MatchString(s.Uses) {
+				t.Errorf("job %s: %s is not pinned by commit", name, s.Uses)
+			}
+			for _, m := range makeRE.FindAllStringSubmatch(s.Run, -1) {
+				if !targets[m[1]] {
+					t.Errorf("job %s runs make %s, which the Makefile does not define", name, m[1])
+				}
+			}
+			for _, m := range releaseRE.FindAllStringSubmatch(s.Run, -1) {
+				if !slices.Contains(commands, m[1]) {
+					t.Errorf("job %s runs release %s, which packaging/release does not know", name, m[1])
+				}
+			}
+			if name == "darwin" {
+				runs = append(runs, s.Run)
+			}
+		}
+		if job.TimeoutMinutes <= 0 {
+			t.Errorf("job %s has no timeout", name)
+		}
+		if name != "release" && len(job.Permissions) > 0 {
+			t.Errorf("job %s asks for permissions %v", name, job.Permissions)
+		}
+	}
+	all := strings.Join(runs, "\n")
+	for _, want := range []string{
+		"make release-darwin", "make release-checksums", "make release-formula", "make vet-darwin",
+		"go run ./packaging/release check dist/*.tar.gz",
+		"go run ./packaging/release entitlements dist/build/darwin-arm64/marina dist/build/darwin-amd64/marina",
+		"CGO_ENABLED=1 go vet ./core/vm/lima/",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the darwin job does not run %q", want)
+		}
+	}
+	// What make release-darwin produces is what is uploaded.
+	var upload string
+	for _, s := range darwin.Steps {
+		if strings.HasPrefix(s.Uses, "actions/upload-artifact@") {
+			upload = s.With["path"]
+		}
+	}
+	for _, want := range []string{"dist/*.tar.gz", "dist/SHA256SUMS", "dist/marina.rb"} {
+		if !strings.Contains(upload, want) {
+			t.Errorf("the upload lacks %s: %q", want, upload)
+		}
+	}
+
+	rel, ok := w.Jobs["release"]
+	if !ok {
+		t.Fatal("no release job")
+	}
+	if rel.Needs != "darwin" || !strings.Contains(rel.If, "startsWith(github.ref, 'refs/tags/v')") {
+		t.Errorf("the release job needs %v and runs if %q; want after darwin, on v* tags only", rel.Needs, rel.If)
+	}
+	if rel.Permissions["contents"] != "write" {
+		t.Errorf("the release job cannot create a release: %v", rel.Permissions)
+	}
+}
