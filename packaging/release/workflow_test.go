@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -156,5 +157,55 @@ func TestReleaseWorkflow(t *testing.T) {
 	}
 	if rel.Permissions["contents"] != "write" {
 		t.Errorf("the release job cannot create a release: %v", rel.Permissions)
+	}
+}
+
+// makeDryRun is `make -n` of target in the repository root with vars.
+func makeDryRun(t *testing.T, target string, vars ...string) string {
+	t.Helper()
+	cmd := exec.Command("make", append([]string{"-n", "-C", filepath.Join("..", ".."), target}, vars...)...)
+	// Not the flags and variables of a make that runs this test (make test).
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "MAKELEVEL=")
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n %s %v: %v\n%s", target, vars, err, b)
+	}
+	return string(b)
+}
+
+// TestMakefileSigns: on macOS (HOST_OS=Darwin, as uname -s says there)
+// build and install force cgo and sign with packaging/darwin/vz.entitlements,
+// as Lima's Makefile signs limactl; on Linux they do neither.
+func TestMakefileSigns(t *testing.T) {
+	sign := "codesign --entitlements packaging/darwin/vz.entitlements --force -s - "
+	mac := makeDryRun(t, "build", "HOST_OS=Darwin")
+	if !strings.Contains(mac, "CGO_ENABLED=1 go build") || !strings.Contains(mac, sign+"bin/marina\n") {
+		t.Errorf("make build on macOS:\n%s", mac)
+	}
+	if strings.Index(mac, "go build") > strings.Index(mac, "codesign") {
+		t.Errorf("make build on macOS signs before it builds:\n%s", mac)
+	}
+	inst := makeDryRun(t, "install", "HOST_OS=Darwin", "GOBIN_DIR=/Users/me/go/bin")
+	if !strings.Contains(inst, "CGO_ENABLED=1 go install") || !strings.Contains(inst, sign+"/Users/me/go/bin/marina\n") {
+		t.Errorf("make install on macOS:\n%s", inst)
+	}
+	for _, target := range []string{"build", "install"} {
+		if linux := makeDryRun(t, target, "HOST_OS=Linux"); strings.Contains(linux, "codesign") || strings.Contains(linux, "CGO_ENABLED") {
+			t.Errorf("make %s on Linux changed:\n%s", target, linux)
+		}
+	}
+	rel := makeDryRun(t, "release-archive", "HOST_OS=Darwin", "RELEASE_GOOS=darwin", "RELEASE_GOARCH=amd64", "VERSION=v1.2.3")
+	for _, want := range []string{
+		"CGO_ENABLED=1 GOOS=darwin GOARCH=amd64",
+		sign + "dist/build/darwin-amd64/marina\n",
+		"go run ./packaging/release archive -version v1.2.3 -goos darwin -goarch amd64",
+	} {
+		if !strings.Contains(rel, want) {
+			t.Errorf("make release-archive for darwin/amd64 on macOS lacks %q:\n%s", want, rel)
+		}
+	}
+	linuxRel := makeDryRun(t, "release-archive", "HOST_OS=Linux", "RELEASE_GOOS=linux", "RELEASE_GOARCH=arm64")
+	if !strings.Contains(linuxRel, "CGO_ENABLED=0 GOOS=linux GOARCH=arm64") || !strings.Contains(linuxRel, "not signing dist/build/linux-arm64/marina: codesign exists only on macOS") {
+		t.Errorf("make release-archive on Linux:\n%s", linuxRel)
 	}
 }

@@ -27,9 +27,10 @@ import (
 // Driver is the lima driver: vm.Driver for marina's Lima VM.
 type Driver struct {
 	// GuestAgent is the Lima guest agent binary for the VM's architecture
-	// (lima-guestagent.Linux-<arch>[.gz]). Empty means: look in
-	// ~/.marina/share/lima, then in <prefix>/share/lima next to the marina
-	// binary (where Lima's own packages put it).
+	// (lima-guestagent.Linux-<arch>[.gz]). Empty means: look next to marina
+	// (<prefix>/share/lima), in ~/.marina/share/lima, in Homebrew's Lima and
+	// where `limactl info` says, and build it as a last resort
+	// (guestagent.go).
 	GuestAgent string
 	// Executable is the program Lima starts as the VM's host agent
 	// (`<Executable> hostagent ...`); empty means this program.
