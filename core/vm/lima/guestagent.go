@@ -308,7 +308,7 @@ func (d *Driver) ensureGuestAgent(ctx context.Context, say func(string)) error {
 	}
 	goBin, err := d.host.find("go")
 	if err != nil {
-		return fmt.Errorf("Lima's guest agent %s is not installed (marina looked in %s) and there is no Go toolchain to build it. "+
+		return fmt.Errorf("the Lima guest agent %s is not installed (marina looked in %s) and there is no Go toolchain to build it. "+
 			"Install marina's release archive (it ships share/lima/%s.gz beside bin/marina) or its Homebrew formula; "+
 			"or install Go (https://go.dev/dl/) and run `marina up` again, which builds it into %s",
 			name, strings.Join(looked, "; "), name, d.shareLima())
@@ -318,7 +318,7 @@ func (d *Driver) ensureGuestAgent(ctx context.Context, say func(string)) error {
 		name, LimaModule, LimaVersion, goBin))
 	start := time.Now()
 	if err := buildGuestAgent(ctx, d.host.runner(), goBin, d.goarch, out, say); err != nil {
-		return fmt.Errorf("Lima's guest agent %s is not installed (marina looked in %s) and building it failed: %w. "+
+		return fmt.Errorf("the Lima guest agent %s is not installed (marina looked in %s) and building it failed: %w. "+
 			"Install marina's release archive or Homebrew formula instead (they ship it)", name, strings.Join(looked, "; "), err)
 	}
 	say(fmt.Sprintf("built %s in %s", out, time.Since(start).Round(time.Second)))
