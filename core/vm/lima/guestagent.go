@@ -163,6 +163,9 @@ type guestAgentPlace struct {
 	// files are the candidates, in order (.gz before the plain file, as
 	// Lima chooses).
 	files []string
+	// check, when set, is asked before a file found here is used: an
+	// error says why this place's agent does not fit marina.
+	check func(ctx context.Context) error
 }
 
 func inDir(what, dir, name string) guestAgentPlace {
@@ -200,19 +203,69 @@ func (d *Driver) guestAgentPlaces(ctx context.Context, yield func(guestAgentPlac
 	if !dir("marina's share directory", d.shareLima()) {
 		return
 	}
+	// Another Lima's agent is used only when that Lima's major version is
+	// marina's: a host agent and a guest agent of different Lima releases
+	// are not known to work together (Lima always ships them as a pair).
+	brew := func(what, prefix string) bool {
+		share := filepath.Clean(filepath.Join(prefix, "share", "lima"))
+		if seen[share] {
+			return true
+		}
+		seen[share] = true
+		p := inDir(what, share, name)
+		p.check = func(ctx context.Context) error { return d.limaAt(ctx, prefix) }
+		return yield(p)
+	}
 	if prefix := d.brewPrefix(ctx); prefix != "" {
-		if !dir("Homebrew (brew --prefix)", filepath.Join(prefix, "share", "lima")) {
+		if !brew("Homebrew (brew --prefix)", prefix) {
 			return
 		}
 	}
 	for _, p := range d.host.homebrewPrefixes() {
-		if !dir("Homebrew", filepath.Join(p, "share", "lima")) {
+		if !brew("Homebrew", p) {
 			return
 		}
 	}
-	if loc := d.limactlGuestAgent(ctx); loc != "" && !seen[filepath.Dir(loc)] {
-		yield(guestAgentPlace{what: "limactl info", files: []string{loc}})
+	if loc, version := d.limactlGuestAgent(ctx); loc != "" && !seen[filepath.Dir(loc)] {
+		yield(guestAgentPlace{what: "limactl info", files: []string{loc},
+			check: func(context.Context) error { return compatibleLima(version) }})
 	}
+}
+
+// limaAt checks the Lima installed under prefix (<prefix>/bin/limactl
+// --version): nil when it is of marina's major version or cannot be told.
+func (d *Driver) limaAt(ctx context.Context, prefix string) error {
+	limactl := filepath.Join(prefix, "bin", "limactl")
+	if _, err := os.Stat(limactl); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, _, err := d.host.runner()(ctx, hostCommand{Argv: []string{limactl, "--version"}})
+	if err != nil {
+		return nil
+	}
+	// "limactl version 2.0.3"
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return nil
+	}
+	return compatibleLima(f[len(f)-1])
+}
+
+// compatibleLima accepts a Lima version of marina's major version (or an
+// unknown one, "").
+func compatibleLima(version string) error {
+	v := strings.TrimPrefix(strings.TrimSpace(version), "v")
+	if v == "" {
+		return nil
+	}
+	major, _, _ := strings.Cut(v, ".")
+	want, _, _ := strings.Cut(strings.TrimPrefix(LimaVersion, "v"), ".")
+	if major != want {
+		return fmt.Errorf("from Lima %s; marina runs Lima %s and takes only a v%s.x guest agent", v, LimaVersion, want)
+	}
+	return nil
 }
 
 // brewPrefix is `brew --prefix`, or "" without Homebrew.
@@ -231,42 +284,44 @@ func (d *Driver) brewPrefix(ctx context.Context) string {
 }
 
 // limactlGuestAgent is the guest agent a Lima installation reports for the
-// VM's architecture (`limactl info`), or "".
-func (d *Driver) limactlGuestAgent(ctx context.Context) string {
+// VM's architecture (`limactl info`), and that Lima's version; "" when none.
+func (d *Driver) limactlGuestAgent(ctx context.Context) (location, version string) {
 	limactl, err := d.host.find("limactl")
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	out, _, err := d.host.runner()(ctx, hostCommand{Argv: []string{limactl, "info"}})
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	loc, err := parseLimactlInfo(out, limatype.NewArch(d.goarch))
+	location, version, err = parseLimactlInfo(out, limatype.NewArch(d.goarch))
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	return loc
+	return location, version
 }
 
 // limactlInfo is the part of `limactl info` marina reads (Lima's
 // limainfo.LimaInfo, since Lima v1.1.0): the guest agent per architecture;
 // the key of a Linux guest agent is the bare architecture.
 type limactlInfo struct {
+	Version     string `json:"version"`
 	GuestAgents map[string]struct {
 		Location string `json:"location"`
 	} `json:"guestAgents"`
 }
 
 // parseLimactlInfo returns the guest agent `limactl info` lists for arch
-// (a Lima architecture: aarch64, x86_64), or "" when it lists none.
-func parseLimactlInfo(out []byte, arch limatype.Arch) (string, error) {
+// (a Lima architecture: aarch64, x86_64), or "" when it lists none, and
+// Lima's version.
+func parseLimactlInfo(out []byte, arch limatype.Arch) (location, version string, err error) {
 	var info limactlInfo
 	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("limactl info: %w", err)
+		return "", "", fmt.Errorf("limactl info: %w", err)
 	}
-	return info.GuestAgents[arch].Location, nil
+	return info.GuestAgents[arch].Location, info.Version, nil
 }
 
 // findGuestAgent returns the guest agent for the VM's architecture and the
@@ -277,10 +332,17 @@ func (d *Driver) findGuestAgent(ctx context.Context) (path string, looked []stri
 	}
 	d.guestAgentPlaces(ctx, func(p guestAgentPlace) bool {
 		for _, f := range p.files {
-			if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
-				path = f
-				return false
+			if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
+				continue
 			}
+			if p.check != nil {
+				if err := p.check(ctx); err != nil {
+					looked = append(looked, p.what+": "+f+" (not used: "+err.Error()+")")
+					return true
+				}
+			}
+			path = f
+			return false
 		}
 		looked = append(looked, p.what+": "+filepath.Dir(p.files[0]))
 		return true

@@ -136,6 +136,73 @@ func TestGuestAgentLookupOrder(t *testing.T) {
 	}
 }
 
+// TestGuestAgentOfAnotherLima: Homebrew's or limactl's agent is taken
+// only from a Lima of marina's major version.
+func TestGuestAgentOfAnotherLima(t *testing.T) {
+	d, _ := fakeDriver(t, nil)
+	d.GuestAgent = ""
+	root := d.home
+	name := "lima-guestagent.Linux-aarch64"
+	homebrew := filepath.Join(root, "opt", "homebrew")
+	agent := fakeFile(t, filepath.Join(homebrew, "share", "lima", name+".gz"))
+	fakeFile(t, filepath.Join(homebrew, "bin", "limactl"))
+	elsewhere := fakeFile(t, filepath.Join(root, "lima-1", "share", "lima", name))
+	brewVersion, infoVersion := "1.0.3", "v1.2.0"
+	d.host.lookPath = func(p string) (string, error) {
+		if p == "limactl" {
+			return "/fake/bin/limactl", nil
+		}
+		return "", exec.ErrNotFound
+	}
+	d.host.run = func(ctx context.Context, c hostCommand) ([]byte, []byte, error) {
+		switch strings.Join(c.Argv, " ") {
+		case filepath.Join(homebrew, "bin", "limactl") + " --version":
+			return []byte("limactl version " + brewVersion + "\n"), nil, nil
+		case "/fake/bin/limactl info":
+			b, err := json.Marshal(limainfo.LimaInfo{Version: infoVersion,
+				GuestAgents: map[limatype.Arch]limainfo.GuestAgent{limatype.AARCH64: {Location: elsewhere}}})
+			return b, nil, err
+		}
+		t.Errorf("ran %q", c.Argv)
+		return nil, nil, errors.New("unexpected")
+	}
+	got, looked := d.findGuestAgent(context.Background())
+	if got != "" {
+		t.Fatalf("took %q from Lima 1.x", got)
+	}
+	joined := strings.Join(looked, "\n")
+	for _, want := range []string{
+		"Homebrew: " + agent + " (not used: from Lima 1.0.3; marina runs Lima v2.2.0 and takes only a v2.x guest agent)",
+		"limactl info: " + elsewhere + " (not used: from Lima 1.2.0;",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("looked lacks %q:\n%s", want, joined)
+		}
+	}
+	// The message of a failed start says so.
+	err := d.ensureGuestAgent(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "not used: from Lima 1.0.3") {
+		t.Errorf("ensureGuestAgent = %v", err)
+	}
+	// Same major version: taken.
+	infoVersion = "v2.0.1"
+	if got, _ := d.findGuestAgent(context.Background()); got != elsewhere {
+		t.Errorf("limactl info of Lima 2.0.1: %q", got)
+	}
+	brewVersion = "2.1.0"
+	if got, _ := d.findGuestAgent(context.Background()); got != agent {
+		t.Errorf("Homebrew's Lima 2.1.0: %q", got)
+	}
+}
+
+func TestCompatibleLima(t *testing.T) {
+	for v, ok := range map[string]bool{"": true, "2.2.0": true, "v2.0.0-rc.1": true, "2": true, "1.2.0": false, "v0.23.2": false, "3.0.0": false} {
+		if err := compatibleLima(v); (err == nil) != ok {
+			t.Errorf("compatibleLima(%q) = %v", v, err)
+		}
+	}
+}
+
 // TestParseLimactlInfo reads what Lima's own type (limainfo.LimaInfo, which
 // `limactl info` prints) marshals to.
 func TestParseLimactlInfo(t *testing.T) {
@@ -146,17 +213,17 @@ func TestParseLimactlInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := parseLimactlInfo(b, limatype.AARCH64); err != nil || got != "/opt/homebrew/share/lima/lima-guestagent.Linux-aarch64.gz" {
-		t.Errorf("aarch64: %q, %v", got, err)
+	if got, v, err := parseLimactlInfo(b, limatype.AARCH64); err != nil || got != "/opt/homebrew/share/lima/lima-guestagent.Linux-aarch64.gz" || v != "2.2.0" {
+		t.Errorf("aarch64: %q, %q, %v", got, v, err)
 	}
-	if got, err := parseLimactlInfo(b, limatype.X8664); err != nil || got != "" {
+	if got, _, err := parseLimactlInfo(b, limatype.X8664); err != nil || got != "" {
 		t.Errorf("x86_64: %q, %v", got, err)
 	}
 	// Before Lima v1.1.0 there was no guestAgents field.
-	if got, err := parseLimactlInfo([]byte(`{"version":"0.23.2","vmTypes":["qemu","vz"]}`), limatype.AARCH64); err != nil || got != "" {
-		t.Errorf("old limactl: %q, %v", got, err)
+	if got, v, err := parseLimactlInfo([]byte(`{"version":"0.23.2","vmTypes":["qemu","vz"]}`), limatype.AARCH64); err != nil || got != "" || v != "0.23.2" {
+		t.Errorf("old limactl: %q, %q, %v", got, v, err)
 	}
-	if _, err := parseLimactlInfo([]byte("limactl: unknown command"), limatype.AARCH64); err == nil {
+	if _, _, err := parseLimactlInfo([]byte("limactl: unknown command"), limatype.AARCH64); err == nil {
 		t.Error("garbage parsed")
 	}
 }
