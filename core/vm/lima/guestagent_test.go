@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -445,5 +446,47 @@ func TestBuildGuestAgentReal(t *testing.T) {
 	}
 	if _, err := os.Stat(out + ".building"); !os.IsNotExist(err) {
 		t.Errorf("temporary output left: %v", err)
+	}
+}
+
+// TestSelfDirs runs this test binary through a symlink, as Homebrew runs
+// /opt/homebrew/bin/marina: the symlink's directory comes first (its
+// ../share/lima is the prefix's), then the resolved executable's.
+func TestSelfDirs(t *testing.T) {
+	if os.Getenv("MARINA_TEST_SELFDIRS") == "1" {
+		for _, d := range selfDirs() {
+			fmt.Println("SELFDIR " + d)
+		}
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "prefix", "bin", "marina")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(link, "-test.run=^TestSelfDirs$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "MARINA_TEST_SELFDIRS=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var dirs []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if d, ok := strings.CutPrefix(l, "SELFDIR "); ok {
+			dirs = append(dirs, d)
+		}
+	}
+	if want := []string{filepath.Dir(link), filepath.Dir(real)}; !reflect.DeepEqual(dirs, want) {
+		t.Errorf("selfDirs through a symlink = %q, want %q", dirs, want)
 	}
 }
