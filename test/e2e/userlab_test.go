@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -86,6 +87,7 @@ func besideUserLab(t *testing.T) {
 	}
 
 	before := snapshotUserLab(t, homes)
+	t.Logf("the user's lab: %d facts recorded (containers, network, volumes, records, iptables rules, files)", len(before))
 	t.Cleanup(func() {
 		after := snapshotUserLab(t, homes)
 		for _, d := range diffSnapshots(before, after) {
@@ -114,11 +116,32 @@ func dockerExists(t testing.TB, kind, name string) bool {
 	return out != ""
 }
 
+// labRef names what a snapshot reads of a lab.
+type labRef struct {
+	network    string   // the bridge network
+	containers []string // containers to read wherever they are attached
+	etcd       string   // the zone's etcd container, whose records are read
+	subnet     string   // iptables rules mentioning this text are read, e.g. "172.30."
+	homes      []string // ~/.marina and ~/.kube under each are read
+}
+
+// userLabRef is a user's lab with marina's defaults.
+func userLabRef(homes []string) labRef {
+	return labRef{network: userNetwork, containers: []string{userServer, userEtcd}, etcd: userEtcd, subnet: "172.30.", homes: homes}
+}
+
 // snapshotUserLab records everything of the user's lab the tests must not
 // touch, as key → value, in a form that compares byte for byte.
 func snapshotUserLab(t testing.TB, homes []string) map[string]string {
 	t.Helper()
+	return snapshotLab(t, userLabRef(homes))
+}
+
+// snapshotLab records everything of lab ref, as key → value.
+func snapshotLab(t testing.TB, ref labRef) map[string]string {
+	t.Helper()
 	snap := map[string]string{}
+	userNetwork, homes := ref.network, ref.homes
 
 	// The network: identity, addressing, options and who is attached.
 	var containers []string
@@ -132,7 +155,7 @@ func snapshotUserLab(t testing.TB, homes []string) map[string]string {
 	}
 	// Every container on it, and the DNS pair wherever they are: identity,
 	// state since when, restarts, what runs, ports, addresses.
-	for _, name := range []string{userServer, userEtcd} {
+	for _, name := range ref.containers {
 		if dockerExists(t, "container", name) {
 			containers = append(containers, name)
 		}
@@ -152,8 +175,8 @@ func snapshotUserLab(t testing.TB, homes []string) map[string]string {
 	}
 	// The DNS records in the user's zone etcd (the tests' ExternalDNS and
 	// marina write only to the test lab's).
-	if dockertest.Docker(t, "ps", "-q", "--filter", "name=^"+userEtcd+"$") != "" {
-		snap["etcd records"] = dockertest.Docker(t, "exec", userEtcd, "etcdctl", "get", "--prefix", "/")
+	if ref.etcd != "" && dockertest.Docker(t, "ps", "-q", "--filter", "name=^"+ref.etcd+"$") != "" {
+		snap["etcd records"] = dockertest.Docker(t, "exec", ref.etcd, "etcdctl", "get", "--prefix", "/")
 	}
 	// The volumes the lab's containers mount.
 	var vols []string
@@ -173,7 +196,7 @@ func snapshotUserLab(t testing.TB, homes []string) map[string]string {
 		}
 		var mine []string
 		for _, r := range rules {
-			if strings.Contains(r, "172.30.") || (bridgeIf != "" && strings.Contains(r, bridgeIf)) {
+			if strings.Contains(r, ref.subnet) || (bridgeIf != "" && strings.Contains(r, bridgeIf)) {
 				mine = append(mine, r)
 			}
 		}
@@ -285,4 +308,63 @@ func TestDiffSnapshots(t *testing.T) {
 			t.Errorf("diff[%d] = %q; want it to start with %q", i, d[i], w)
 		}
 	}
+}
+
+// TestSnapshotSeesChanges (tier 2): the snapshot behind besideUserLab notices
+// what the end-to-end tests must not do to a user's lab — a container
+// restarted or replaced, a record written, a file changed — on a stand-in lab
+// of this test's own (a network, an etcd container, a home), never the user's.
+func TestSnapshotSeesChanges(t *testing.T) {
+	dockertest.Require(t)
+	n := dockertest.Network(t, "172.28.0.0/16")
+	etcd := fmt.Sprintf("marina-e2e-snapshot-%d", os.Getpid()) // a name, as a lab's containers have
+	dockertest.Run(t, "--name", etcd, "--network", n.Name, "--ip", "172.28.255.52", dockertest.Image(t, "etcd"),
+		"--listen-client-urls", "http://0.0.0.0:2379", "--advertise-client-urls", "http://172.28.255.52:2379")
+	dockertest.WaitFor(t, time.Minute, 200*time.Millisecond, "etcd to answer", func() error {
+		_, err := dockerOut("exec", etcd, "etcdctl", "endpoint", "health")
+		return err
+	})
+	home := t.TempDir()
+	kube := filepath.Join(home, ".kube", "config")
+	if err := os.MkdirAll(filepath.Dir(kube), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kube, []byte("apiVersion: v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref := labRef{network: n.Name, containers: []string{etcd}, etcd: etcd, subnet: "172.28.", homes: []string{home}}
+
+	before := snapshotLab(t, ref)
+	if d := diffSnapshots(before, snapshotLab(t, ref)); len(d) != 0 {
+		t.Fatalf("two snapshots of an untouched lab differ: %v", d)
+	}
+	for _, want := range []string{"network " + n.Name, "etcd records", "file " + kube} {
+		if _, ok := before[want]; !ok {
+			t.Errorf("the snapshot has no %q: %v", want, before)
+		}
+	}
+
+	dockertest.Exec(t, etcd, "etcdctl", "put", "/skydns/internal/demo/x", `{"host":"172.28.1.16"}`)
+	if err := os.WriteFile(kube, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dockertest.Docker(t, "restart", "-t", "1", etcd)
+	dockertest.WaitFor(t, time.Minute, 200*time.Millisecond, "etcd to answer again", func() error {
+		_, err := dockerOut("exec", etcd, "etcdctl", "endpoint", "health")
+		return err
+	})
+	diffs := strings.Join(diffSnapshots(before, snapshotLab(t, ref)), "\n")
+	for _, want := range []string{"etcd records changed", "file " + kube + " changed", "container "} {
+		if !strings.Contains(diffs, want) {
+			t.Errorf("the snapshot missed a change (%q):\n%s", want, diffs)
+		}
+	}
+}
+
+// dockerOut runs docker, bounded, and returns its output or an error.
+func dockerOut(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), dockertest.CommandTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
 }
