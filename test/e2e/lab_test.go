@@ -102,21 +102,28 @@ func startLab(t testing.TB) *lab {
 	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == "HOME" || k == "KUBECONFIG" || strings.HasPrefix(k, "MARINA_") {
-			continue
-		}
-		l.env = append(l.env, kv)
-	}
-	l.env = append(l.env, "HOME="+home, "MARINA_CONFIG="+cfg)
-	l.env = append(l.env, paths.Env()...)
+	l.env = append(labEnv(home, cfg), paths.Env()...)
 	// Cleanups run last-in first-out: the kubelet's pods go before the
 	// lab is destroyed (they hold addresses on its network).
 	t.Cleanup(func() { l.destroy(t) })
 	l.kubelet = newKubelet(t, network)
 	l.run(t, upTimeout, "up", "--progress", "plain")
 	return l
+}
+
+// labEnv is the environment of marina commands of a lab in home with config
+// cfg: this process's, without HOME, KUBECONFIG and MARINA_* (nothing of the
+// user's reaches the lab).
+func labEnv(home, cfg string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "HOME" || k == "KUBECONFIG" || strings.HasPrefix(k, "MARINA_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "HOME="+home, "MARINA_CONFIG="+cfg)
 }
 
 // preflight fails when something else already holds the lab's addresses or

@@ -65,15 +65,7 @@ func besideUserLab(t *testing.T) {
 		if err := os.WriteFile(cfg, []byte(userLabConfig), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		u := &lab{home: home, bin: buildMarina(t)}
-		for _, kv := range os.Environ() {
-			k, _, _ := strings.Cut(kv, "=")
-			if k == "HOME" || k == "KUBECONFIG" || strings.HasPrefix(k, "MARINA_") {
-				continue
-			}
-			u.env = append(u.env, kv)
-		}
-		u.env = append(u.env, "HOME="+home, "MARINA_CONFIG="+cfg)
+		u := &lab{home: home, bin: buildMarina(t), env: labEnv(home, cfg)}
 		t.Cleanup(func() {
 			if r := u.exec(deleteTimeout+upTimeout, "destroy", "--yes"); r.err != nil {
 				t.Errorf("destroying the user's lab the test brought up: %s", r)
