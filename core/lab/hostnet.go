@@ -55,8 +55,29 @@ func (l *Lab) stepGuestNetwork() lifecycle.Step {
 		})
 }
 
+// routeKeeper is a driver whose VM's host agent keeps the route on the
+// VM's address between runs of `marina up` (the lima driver: sleep/wake or
+// another network can change lima0's address). up tells it once the route
+// is in place; down --remove-route and destroy tell it to stop first.
+type routeKeeper interface {
+	// KeepingRoute reports whether the agent keeps the route for cidr.
+	KeepingRoute(cidr string) bool
+	// KeepRoute asks the agent to keep the route for cidr (hostOS says
+	// which route commands: hostnet.Darwin or hostnet.Linux).
+	KeepRoute(cidr, hostOS string) error
+	// ForgetRoute asks it to stop.
+	ForgetRoute() error
+}
+
+func (l *Lab) routeKeeper() routeKeeper {
+	k, _ := l.Driver.(routeKeeper)
+	return k
+}
+
 // stepRoute routes the bridge CIDR to the VM's address (sudo only when the
-// route is missing or points elsewhere).
+// route is missing or points elsewhere: a changed lima0 address is fixed
+// here, the kubeconfigs in stepFollowAddress), then asks the VM's host
+// agent to keep it there until the next up.
 func (l *Lab) stepRoute() lifecycle.Step {
 	return lifecycle.NewStep("Route "+l.Config.Network.BridgeCIDR+" to the VM",
 		func(ctx context.Context) ([]lifecycle.Change, error) {
@@ -76,29 +97,50 @@ func (l *Lab) stepRoute() lifecycle.Step {
 			for _, c := range cmds {
 				changes = append(changes, lifecycle.Change{Action: "run", Target: c.Render(true)})
 			}
+			if k := l.routeKeeper(); k != nil && !k.KeepingRoute(l.Config.Network.BridgeCIDR) {
+				changes = append(changes, lifecycle.Change{Action: "follow", Target: "route " + l.Config.Network.BridgeCIDR,
+					Detail: "the VM's host agent moves it when the VM's address changes"})
+			}
 			return changes, nil
 		},
 		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
-			_, err := l.Route.Ensure(ctx, l.guestIP())
-			return err
+			if _, err := l.Route.Ensure(ctx, l.guestIP()); err != nil {
+				return err
+			}
+			if k := l.routeKeeper(); k != nil && !k.KeepingRoute(l.Config.Network.BridgeCIDR) {
+				if err := k.KeepRoute(l.Config.Network.BridgeCIDR, l.Route.OS); err != nil {
+					// The route is in place; only its following is lost.
+					r.Progress("warning: the route will not follow the VM's address until the next marina up: " + err.Error())
+				}
+			}
+			return nil
 		})
 }
 
-// stepRemoveRoute removes the route (down --remove-route, destroy).
+// stepRemoveRoute removes the route (down --remove-route, destroy), after
+// telling the host agent to stop keeping it.
 func (l *Lab) stepRemoveRoute() lifecycle.Step {
 	return lifecycle.NewStep("Remove route "+l.Config.Network.BridgeCIDR,
 		func(ctx context.Context) ([]lifecycle.Change, error) {
+			var changes []lifecycle.Change
+			if k := l.routeKeeper(); k != nil && k.KeepingRoute(l.Config.Network.BridgeCIDR) {
+				changes = append(changes, lifecycle.Change{Action: "stop following", Target: "route " + l.Config.Network.BridgeCIDR})
+			}
 			_, cmds, err := l.Route.PlanRemove(ctx)
 			if err != nil {
 				return nil, err
 			}
-			var changes []lifecycle.Change
 			for _, c := range cmds {
 				changes = append(changes, lifecycle.Change{Action: "run", Target: c.Render(true)})
 			}
 			return changes, nil
 		},
 		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			if k := l.routeKeeper(); k != nil {
+				if err := k.ForgetRoute(); err != nil {
+					return fmt.Errorf("tell the VM's host agent to stop keeping the route: %w", err)
+				}
+			}
 			_, err := l.Route.Remove(ctx)
 			return err
 		})
