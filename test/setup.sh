@@ -2,6 +2,7 @@
 # setup.sh — everything the tests need on this machine, made ready when missing
 # (what `make test` runs first; `make test-setup` runs it alone):
 #
+#   0. host tools                     sudo/visudo, iproute2 (Debian packages, as root)
 #   1. a Docker engine answering      test/ci/docker.sh (installs docker.io and
 #                                     starts dockerd; as root)
 #   2. the tier-2 test images         test/images/build.sh (from Go modules)
@@ -43,6 +44,25 @@ docker_engine() {
     die "no Docker engine answers and this is not root: run sudo bash test/ci/docker.sh once (or MARINA_SKIP_DOCKER=1 to skip the tests that need Docker)"
   fi
 }
+
+# Host tools some tests run for real: sudo and visudo (the sudoers drop-in of
+# `marina sudoers`, checked by visudo and matched by sudo -l), iproute2 (ip, for
+# the guest-network tests in network namespaces). Debian's packages, as root.
+host_tools() {
+  local missing=()
+  command -v visudo >/dev/null || missing+=(sudo)
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v unshare >/dev/null || missing+=(util-linux)
+  if [ ${#missing[@]} -eq 0 ]; then
+    say "sudo, visudo, ip, unshare present"
+    return
+  fi
+  [ "$(id -u)" -eq 0 ] || die "missing ${missing[*]}: install them (sudo apt-get install -y ${missing[*]}) or run as root"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
+}
+step "host tools (sudo, visudo, ip, unshare)" host_tools
 
 if skip MARINA_SKIP_DOCKER; then
   say "MARINA_SKIP_DOCKER=1: no Docker engine and no test images (tests that need them skip)"

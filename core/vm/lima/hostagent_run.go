@@ -99,5 +99,8 @@ func RunHostAgent(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}()
 	defer srv.Close()
+	// Keep the host's route to the bridge on the VM's current address
+	// (sleep/wake, a new network) while the VM runs (routewatch.go).
+	defer startRouteWatch(ctx, a.Instance)()
 	return ha.Run(ctx)
 }
