@@ -8,7 +8,7 @@
 // Every change on the user's machine needs root. All of it goes through
 // [Privileged], which prints "marina needs administrator rights to <reason>:"
 // and each command, shell-quoted for copy-paste, before sudo can ask for a
-// password. Without a terminal marina never prompts: it asks `sudo -n true`
+// password. Without a terminal marina never prompts: it asks `sudo -n -l -- <command>`
 // whether sudo would run without a password and, if not, returns a
 // [*NeedPrivilegeError] listing the exact commands the user can run. Commands
 // are argv vectors, never shell strings; files are written with

@@ -196,8 +196,9 @@ func (e *NeedPrivilegeError) Unwrap() error { return e.Cause }
 // Do runs cmds as root, in order, stopping at the first failure. It first
 // prints "marina needs administrator rights to <reason>:" and every command
 // to Out, so the user sees them before sudo asks for a password. When not
-// root and not interactive, it first runs `sudo -n true`; if sudo would need
-// a password it runs nothing and returns a *NeedPrivilegeError. No commands
+// root and not interactive, it first asks `sudo -n -l -- <command>` for each
+// command; if sudo would need a password for any, it runs nothing and returns
+// a *NeedPrivilegeError. No commands
 // means nothing is printed or run.
 func (p *Privileged) Do(ctx context.Context, reason string, cmds ...Cmd) error {
 	if len(cmds) == 0 {
@@ -212,11 +213,17 @@ func (p *Privileged) Do(ctx context.Context, reason string, cmds ...Cmd) error {
 		return errors.New("hostnet: Privileged.Runner is nil")
 	}
 	if !p.IsRoot && !p.Interactive {
-		if _, err := p.Runner.Run(ctx, []string{"sudo", "-n", "true"}, nil); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		// Ask sudo about each command (`sudo -n -l -- argv`), not about
+		// `true`: a sudoers drop-in that allows exactly these commands
+		// without a password (`marina sudoers --install`) allows nothing
+		// else.
+		for _, c := range cmds {
+			if _, err := p.Runner.Run(ctx, append([]string{"sudo", "-n", "-l", "--"}, c.Argv...), nil); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return &NeedPrivilegeError{Reason: reason, Commands: cmds, Cause: err}
 			}
-			return &NeedPrivilegeError{Reason: reason, Commands: cmds, Cause: err}
 		}
 	}
 	out := p.Out
@@ -246,7 +253,7 @@ func (p *Privileged) Do(ctx context.Context, reason string, cmds ...Cmd) error {
 
 // argv prefixes sudo when needed; without a terminal sudo gets -n, so it
 // fails instead of prompting even if its credential cache expired since the
-// `sudo -n true` probe.
+// `sudo -n -l` probe.
 func (p *Privileged) argv(argv []string) []string {
 	switch {
 	case p.IsRoot:

@@ -69,7 +69,7 @@ func TestPrivilegedDo(t *testing.T) {
 		{Argv: []string{"/sbin/route", "-n", "delete", "-net", "172.30.0.0/16"}},
 		{Argv: []string{"/sbin/route", "-n", "add", "-net", "172.30.0.0/16", "192.168.64.3"}},
 	}
-	failSudo := map[string]reply{"sudo -n true": {fail: true, stderr: "sudo: a password is required"}}
+	failSudo := map[string]reply{"sudo -n -l -- /sbin/route -n delete -net 172.30.0.0/16": {fail: true, stderr: "sudo: a password is required"}}
 	for _, tc := range []struct {
 		name              string
 		root, interactive bool
@@ -87,12 +87,13 @@ func TestPrivilegedDo(t *testing.T) {
 			wantRun: []string{"sudo -- /sbin/route -n delete -net 172.30.0.0/16", "sudo -- /sbin/route -n add -net 172.30.0.0/16 192.168.64.3"},
 		},
 		{
-			name:    "no terminal, passwordless sudo: probe then sudo -n",
-			wantRun: []string{"sudo -n true", "sudo -n -- /sbin/route -n delete -net 172.30.0.0/16", "sudo -n -- /sbin/route -n add -net 172.30.0.0/16 192.168.64.3"},
+			name: "no terminal, passwordless sudo for these commands: probe each, then sudo -n",
+			wantRun: []string{"sudo -n -l -- /sbin/route -n delete -net 172.30.0.0/16", "sudo -n -l -- /sbin/route -n add -net 172.30.0.0/16 192.168.64.3",
+				"sudo -n -- /sbin/route -n delete -net 172.30.0.0/16", "sudo -n -- /sbin/route -n add -net 172.30.0.0/16 192.168.64.3"},
 		},
 		{
 			name: "no terminal, sudo needs a password: nothing runs", replies: failSudo,
-			wantRun: []string{"sudo -n true"}, wantNeedPriv: true,
+			wantRun: []string{"sudo -n -l -- /sbin/route -n delete -net 172.30.0.0/16"}, wantNeedPriv: true,
 			wantErr: "marina needs administrator rights to route the bridge, but sudo needs a password and there is no terminal to ask for it",
 		},
 		{
@@ -130,8 +131,8 @@ func TestPrivilegedDo(t *testing.T) {
 			}
 			// Every privileged command was announced before anything ran as root.
 			for _, c := range f.calls {
-				if c.argv[0] == "sudo" && c.argv[1] == "-n" && c.argv[2] == "true" {
-					continue
+				if c.argv[0] == "sudo" && c.argv[1] == "-n" && c.argv[2] == "-l" {
+					continue // the read-only probe
 				}
 				for _, want := range cmds {
 					if !strings.Contains(c.out, QuoteArgv(want.Argv)) {
@@ -166,7 +167,7 @@ func TestPrivilegedDoNothingAndBadInput(t *testing.T) {
 }
 
 func TestNeedPrivilegeErrorGolden(t *testing.T) {
-	f := &fakeRunner{replies: map[string]reply{"sudo -n true": {fail: true, stderr: "sudo: a password is required"}}}
+	f := &fakeRunner{replies: map[string]reply{"sudo -n -l -- mkdir -p -m 0755 /etc/resolver": {fail: true, stderr: "sudo: a password is required"}}}
 	p := &Privileged{Runner: f}
 	err := p.Do(context.Background(), "resolve demo.internal through 172.30.255.53",
 		Cmd{Argv: []string{"mkdir", "-p", "-m", "0755", "/etc/resolver"}},
@@ -216,9 +217,9 @@ func TestPrivilegedReal(t *testing.T) {
 		t.Fatalf("cancelled run: %v", err)
 	}
 
-	// Not root, no terminal: sudo -n true fails for real (as `false`).
+	// Not root, no terminal: the sudo -n -l probe fails for real (as `false`).
 	noSudo := &fakeRunner{handle: func(argv []string, stdin []byte) ([]byte, error) {
-		if strings.Join(argv, " ") == "sudo -n true" {
+		if strings.HasPrefix(strings.Join(argv, " "), "sudo -n -l -- ") {
 			return ExecRunner{}.Run(ctx, []string{"sh", "-c", "echo 'sudo: a password is required' >&2; false"}, nil)
 		}
 		return ExecRunner{}.Run(ctx, argv, stdin)
