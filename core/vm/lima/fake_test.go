@@ -34,6 +34,9 @@ type fakeLima struct {
 	startOpts StartOptions
 	// waitErr is what WaitRunning returns.
 	waitErr error
+	// onStop and beforeStart, when set, run at Stop and at Start (to see
+	// the instance as Lima would at that moment).
+	onStop, beforeStart func()
 }
 
 // Inspect returns a copy of the instance; like Lima's, its Config is the
@@ -78,6 +81,9 @@ func (f *fakeLima) Create(ctx context.Context, name string, yaml []byte) (*limat
 func (f *fakeLima) Start(ctx context.Context, inst *limatype.Instance, opts StartOptions) error {
 	f.calls = append(f.calls, fmt.Sprintf("start %s hostagent=%s guestagent=%s", inst.Name, opts.HostAgent, opts.GuestAgent))
 	f.startOpts = opts
+	if f.beforeStart != nil {
+		f.beforeStart()
+	}
 	if f.startErr != nil {
 		return f.startErr
 	}
@@ -92,6 +98,9 @@ func (f *fakeLima) WaitRunning(ctx context.Context, inst *limatype.Instance, tim
 
 func (f *fakeLima) Stop(ctx context.Context, inst *limatype.Instance) error {
 	f.calls = append(f.calls, "stop "+inst.Name)
+	if f.onStop != nil {
+		f.onStop()
+	}
 	f.inst.Status = limatype.StatusStopped
 	return nil
 }

@@ -39,6 +39,13 @@ type Driver struct {
 	ExecTimeout time.Duration
 	// Images replaces DefaultImages when the VM is created.
 	Images []Image
+	// Restart lets Start stop a running VM, apply a changed vm.cpus,
+	// vm.memory or vm.disk, and start it again (resize.go); unset, the
+	// change waits (Pending). A stopped VM gets the change in any case.
+	Restart bool
+
+	// pending is the change the last Start left unapplied on a running VM.
+	pending Resize
 
 	cfg          *config.Config
 	home         string
@@ -259,7 +266,14 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 			return vm.Status{}, err
 		}
 	}
-	if absent || inst.Status == limatype.StatusStopped {
+	var resize Resize
+	if !absent {
+		// A smaller vm.disk is refused before anything changes.
+		if resize, err = d.planResize(inst); err != nil {
+			return vm.Status{}, err
+		}
+	}
+	if absent || inst.Status == limatype.StatusStopped || (resize.Running && !resize.Empty() && d.Restart) {
 		// Check what starting needs before creating anything.
 		if err := d.preflight(ctx, say); err != nil {
 			return vm.Status{}, err
@@ -278,33 +292,32 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 		if err := d.lima.WaitRunning(ctx, inst, d.startTimeout()); err != nil {
 			return vm.Status{}, fmt.Errorf("the VM %s: %w", d.vmName(), err)
 		}
-	case limatype.StatusStopped:
-		changed, err := refreshProvisioning(inst.Dir, guestUserOf(ctx, inst.Config))
-		if err != nil {
-			return vm.Status{}, err
+		d.pending = Resize{}
+		if !resize.Empty() {
+			if !d.Restart {
+				d.pending = resize
+				say(d.Pending())
+				break
+			}
+			if inst, err = d.restartToResize(ctx, inst, resize, say); err != nil {
+				return vm.Status{}, err
+			}
+			if err := d.boot(ctx, inst, say); err != nil {
+				return vm.Status{}, err
+			}
 		}
-		if changed {
-			say("updating the VM's provisioning (new pinned versions apply at this boot)")
+	case limatype.StatusStopped:
+		if !resize.Empty() {
+			say(fmt.Sprintf("resizing the VM %s: %s", d.vmName(), resize))
+			if err := d.applyResize(ctx, inst, resize); err != nil {
+				return vm.Status{}, err
+			}
 			if inst, err = d.lima.Inspect(ctx, d.vmName()); err != nil {
 				return vm.Status{}, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
 			}
 		}
-		if d.sharesRegistryCache(inst) {
-			// Lima refuses to start with a missing mount source.
-			if err := os.MkdirAll(RegistryCacheDir(d.home), 0o755); err != nil {
-				return vm.Status{}, fmt.Errorf("create the registry cache directory: %w", err)
-			}
-		}
-		say("starting the VM " + d.vmName())
-		// A connection to a previous boot is of no use any more.
-		_ = d.ssh.Close()
-		opts := StartOptions{HostAgent: d.executable(), GuestAgent: d.guestAgentPath(), Timeout: d.startTimeout()}
-		if err := d.lima.Start(ctx, inst, opts); err != nil {
-			if errors.Is(err, ErrStartInterrupted) {
-				return vm.Status{}, err
-			}
-			return vm.Status{}, fmt.Errorf("start the VM %s: %w (Lima's host agent log: %s)", d.vmName(), err,
-				filepath.Join(inst.Dir, filenames.HostAgentStderrLog))
+		if err := d.boot(ctx, inst, say); err != nil {
+			return vm.Status{}, err
 		}
 	default:
 		return vm.Status{}, fmt.Errorf("the VM %s is %q according to Lima%s; `marina destroy` removes it (and everything in it) so that `marina up` can create it again",
@@ -314,6 +327,39 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 		return vm.Status{}, err
 	}
 	return d.Status(ctx)
+}
+
+// boot starts the stopped instance: its provisioning brought up to date, the
+// registry cache directory it mounts created, then Lima's start.
+func (d *Driver) boot(ctx context.Context, inst *limatype.Instance, say func(string)) error {
+	changed, err := refreshProvisioning(inst.Dir, guestUserOf(ctx, inst.Config))
+	if err != nil {
+		return err
+	}
+	if changed {
+		say("updating the VM's provisioning (new pinned versions apply at this boot)")
+		if inst, err = d.lima.Inspect(ctx, d.vmName()); err != nil {
+			return fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+		}
+	}
+	if d.sharesRegistryCache(inst) {
+		// Lima refuses to start with a missing mount source.
+		if err := os.MkdirAll(RegistryCacheDir(d.home), 0o755); err != nil {
+			return fmt.Errorf("create the registry cache directory: %w", err)
+		}
+	}
+	say("starting the VM " + d.vmName())
+	// A connection to a previous boot is of no use any more.
+	_ = d.ssh.Close()
+	opts := StartOptions{HostAgent: d.executable(), GuestAgent: d.guestAgentPath(), Timeout: d.startTimeout()}
+	if err := d.lima.Start(ctx, inst, opts); err != nil {
+		if errors.Is(err, ErrStartInterrupted) {
+			return err
+		}
+		return fmt.Errorf("start the VM %s: %w (Lima's host agent log: %s)", d.vmName(), err,
+			filepath.Join(inst.Dir, filenames.HostAgentStderrLog))
+	}
+	return nil
 }
 
 // startTimeout is vm.startTimeout (Lima's default when unset).
