@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -155,6 +156,7 @@ func (a *app) runPipeline(ctx context.Context, name string, steps []lifecycle.St
 
 func newUpCmd(a *app) *cobra.Command {
 	var f pipelineFlags
+	var restart bool
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "lab",
@@ -167,7 +169,13 @@ Docker engine of this machine), the shared bridge network, then every enabled
 plugin's PostUp hook (registry mirrors, local DNS, ...), then the host changes
 plugins request (the resolver for the local zone), shown before they are made.
 
-The config and every plugin's config are validated before anything changes.`,
+The config and every plugin's config are validated before anything changes.
+
+A changed vm.cpus, vm.memory or vm.disk is applied to the existing VM (Lima):
+at once when it is stopped (the disk grows in place; it never shrinks), and
+when it runs after asking on the terminal whether to restart it. Without a
+terminal, or when the answer is no, the VM keeps running as it is and up says
+how to apply the change later; --restart restarts it without asking.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withLock(cmd.Context(), func() error {
@@ -176,9 +184,25 @@ The config and every plugin's config are validated before anything changes.`,
 					return err
 				}
 				defer closeLab()
+				var waiting lima.Resize
+				if ld, ok := lb.Driver.(*lima.Driver); ok {
+					// Asked before the pipeline, whose live output a question
+					// would break. A smaller vm.disk (an error here) is
+					// reported by the machine step.
+					if r, err := ld.PlanResize(cmd.Context()); err == nil {
+						ld.Restart, waiting = restartDecision(r, restart, f.dryRun, terminalInput(a), a.err, lb.Config.VM.Name)
+					}
+				}
 				rep, err := a.runPipeline(cmd.Context(), "up", lb.UpSteps(), f)
 				if err != nil {
 					return err
+				}
+				if !waiting.Empty() && f.output != "json" {
+					if f.dryRun {
+						fmt.Fprintf(a.out, "\nThe VM %s runs: `marina up` would ask to restart it to apply %s (%s restarts it without asking).\n", lb.Config.VM.Name, waiting, lima.RestartCommand)
+					} else {
+						fmt.Fprintf(a.out, "\nNot applied: %s.\n", waiting.Note(lb.Config.VM.Name))
+					}
 				}
 				if ha, ok := lb.Host.(*hostApplier); ok && f.output != "json" {
 					printManual(a.out, ha.Manual(), rep.Changed())
@@ -197,7 +221,25 @@ The config and every plugin's config are validated before anything changes.`,
 		},
 	}
 	f.add(cmd)
+	cmd.Flags().BoolVar(&restart, "restart", false, "restart a running VM without asking, to apply a changed vm.cpus, vm.memory or vm.disk")
 	return cmd
+}
+
+// restartDecision decides whether up restarts the running VM vmName to
+// apply r (a changed size): yes with --restart (flag), else when the user
+// answers yes on the terminal (in nil: no terminal, so no). A dry run asks
+// nothing. waiting is the change left for later, for up to report.
+func restartDecision(r lima.Resize, flag, dryRun bool, in *bufio.Reader, w io.Writer, vmName string) (restart bool, waiting lima.Resize) {
+	if r.Empty() || !r.Running {
+		return flag, lima.Resize{}
+	}
+	if flag {
+		return true, lima.Resize{}
+	}
+	if !dryRun && in != nil && confirmOn(in, w, fmt.Sprintf("Restart the VM %s to apply %s?", vmName, r)) {
+		return true, lima.Resize{}
+	}
+	return false, r
 }
 
 // printManual shows the host changes marina left to the user (today: the

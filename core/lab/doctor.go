@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -74,7 +75,11 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 	}
 	add(Check{Name: "machine", Status: OK, Detail: fmt.Sprintf("%s (%s), Docker at %s", m.Name, m.Driver, m.DockerHost)})
 	for _, d := range m.Drift {
-		add(Check{Name: "machine config", Status: Warn, Detail: d, Fix: "marina destroy && marina up (the VM keeps the settings it was created with)"})
+		fix := "marina destroy && marina up (the VM keeps the settings it was created with)"
+		if strings.HasPrefix(d, "vm.cpus:") || strings.HasPrefix(d, "vm.memory:") || strings.HasPrefix(d, "vm.disk:") {
+			fix = "marina up --restart (restarts the VM to apply it; a disk only grows)"
+		}
+		add(Check{Name: "machine config", Status: Warn, Detail: d, Fix: fix})
 	}
 
 	if st.Route != nil {

@@ -119,7 +119,17 @@ func (l *Lab) dockerHost() string {
 	return l.status.DockerHost
 }
 
-// stepMachine makes sure the machine runs and Docker answers.
+// resizer is a machine driver that applies a changed size (vm.cpus,
+// vm.memory, vm.disk) to an existing machine (lima): when it starts it, or
+// at once by restarting it when told to.
+type resizer interface {
+	// PendingResize describes the change ("cpus 4→6"), "" when none;
+	// restart: Start restarts the running machine to apply it.
+	PendingResize(ctx context.Context) (change string, restart bool, err error)
+}
+
+// stepMachine makes sure the machine runs and Docker answers, with the size
+// the config asks for when the driver can change it.
 func (l *Lab) stepMachine() lifecycle.Step {
 	name := "Start VM"
 	if l.Driver.Name() == "host" {
@@ -132,8 +142,18 @@ func (l *Lab) stepMachine() lifecycle.Step {
 				return nil, err
 			}
 			l.setStatus(st)
+			var resize string
+			var restart bool
+			if rs, ok := l.Driver.(resizer); ok && st.State != vm.Absent {
+				if resize, restart, err = rs.PendingResize(ctx); err != nil {
+					return nil, err
+				}
+			}
 			switch {
+			case st.State == vm.Running && resize != "" && restart:
+				return []lifecycle.Change{{Action: "restart", Target: "VM " + st.Name, Detail: "to apply " + resize}}, nil
 			case st.State == vm.Running:
+				// A resize that waits for a restart is reported by the caller.
 				return nil, nil
 			case l.Driver.Name() == "host":
 				// Nothing to start: Start reports what to do.
@@ -141,6 +161,8 @@ func (l *Lab) stepMachine() lifecycle.Step {
 				return nil, err
 			case st.State == vm.Absent:
 				return []lifecycle.Change{{Action: "create", Target: "VM " + st.Name, Detail: fmt.Sprintf("%d CPUs, %s memory, %s disk", l.Config.VM.CPUs, l.Config.VM.Memory, l.Config.VM.Disk)}}, nil
+			case resize != "":
+				return []lifecycle.Change{{Action: "resize", Target: "VM " + st.Name, Detail: resize}, {Action: "start", Target: "VM " + st.Name}}, nil
 			default:
 				return []lifecycle.Change{{Action: "start", Target: "VM " + st.Name}}, nil
 			}

@@ -120,12 +120,16 @@ func (d *Driver) PendingResize(ctx context.Context) (change string, restart bool
 
 // Pending is what the last Start left unapplied on a running VM (Restart
 // not set), with the command that applies it; "" when nothing.
-func (d *Driver) Pending() string {
-	if d.pending.Empty() {
+func (d *Driver) Pending() string { return d.pending.Note(d.vmName()) }
+
+// Note says that the running VM vmName keeps its size and how to apply r;
+// "" when r is Empty.
+func (r Resize) Note(vmName string) string {
+	if r.Empty() {
 		return ""
 	}
 	return fmt.Sprintf("the VM %s keeps running as it is; the config's %s applies after a restart: %s (or marina down && marina up)",
-		d.vmName(), d.pending.String(), RestartCommand)
+		vmName, r, RestartCommand)
 }
 
 // applyResize applies r to the stopped instance the way `limactl edit` does:
