@@ -31,10 +31,10 @@ func TestRequireWithoutEngine(t *testing.T) {
 		wantLine string
 		wantText string
 	}{
-		{"fails", nil, "--- FAIL", "run test/ci/docker.sh"},
+		{"fails", nil, "--- FAIL", "make test-setup as root"},
 		{"skips on request", []string{SkipEnv + "=1"}, "--- SKIP", "skipping because " + SkipEnv + "=1"},
 		{"skip ignored in CI", []string{SkipEnv + "=1", "CI=true"}, "--- FAIL", "ignored when CI is set"},
-		{"only 1 skips", []string{SkipEnv + "=yes"}, "--- FAIL", "run test/ci/docker.sh"},
+		{"only 1 skips", []string{SkipEnv + "=yes"}, "--- FAIL", "make test-setup as root"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
