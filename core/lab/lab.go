@@ -123,8 +123,9 @@ func (l *Lab) dockerHost() string {
 // vm.memory, vm.disk) to an existing machine (lima): when it starts it, or
 // at once by restarting it when told to.
 type resizer interface {
-	// PendingResize describes the change ("cpus 4→6"), "" when none;
-	// restart: Start restarts the running machine to apply it.
+	// PendingResize describes the change Start will apply ("cpus 4→6"),
+	// "" when none; restart: Start restarts the running machine to apply
+	// it. A change left for later is not pending (up reports it).
 	PendingResize(ctx context.Context) (change string, restart bool, err error)
 }
 
@@ -150,10 +151,9 @@ func (l *Lab) stepMachine() lifecycle.Step {
 				}
 			}
 			switch {
-			case st.State == vm.Running && resize != "" && restart:
+			case resize != "" && restart:
 				return []lifecycle.Change{{Action: "restart", Target: "VM " + st.Name, Detail: "to apply " + resize}}, nil
 			case st.State == vm.Running:
-				// A resize that waits for a restart is reported by the caller.
 				return nil, nil
 			case l.Driver.Name() == "host":
 				// Nothing to start: Start reports what to do.

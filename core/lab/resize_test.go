@@ -32,8 +32,8 @@ func (s sized) PendingResize(context.Context) (string, bool, error) {
 }
 
 // TestMachinePlanShowsResize: up's machine step plans (and --dry-run shows)
-// the resize of a stopped VM, and the restart of a running one only when
-// the driver will restart it; a resize that waits is no change of the step.
+// the resize of a stopped VM, and the restart of a running one when the
+// driver will restart it (a resize that waits is not pending).
 func TestMachinePlanShowsResize(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -45,8 +45,9 @@ func TestMachinePlanShowsResize(t *testing.T) {
 			want: []lifecycle.Change{{Action: "resize", Target: "VM marina", Detail: "cpus 4→6"}, {Action: "start", Target: "VM marina"}}},
 		{name: "running, restart", drv: sized{state: vm.Running, change: "cpus 4→6", restart: true},
 			want: []lifecycle.Change{{Action: "restart", Target: "VM marina", Detail: "to apply cpus 4→6"}}},
-		{name: "running, no restart", drv: sized{state: vm.Running, change: "cpus 4→6"}},
-		{name: "running, same size", drv: sized{state: vm.Running}},
+		{name: "running, change waits", drv: sized{state: vm.Running}},
+		{name: "Lima runs it, Docker does not answer: restart", drv: sized{state: vm.Stopped, change: "cpus 4→6", restart: true},
+			want: []lifecycle.Change{{Action: "restart", Target: "VM marina", Detail: "to apply cpus 4→6"}}},
 		{name: "stopped, same size", drv: sized{state: vm.Stopped}, want: []lifecycle.Change{{Action: "start", Target: "VM marina"}}},
 		{name: "smaller disk", drv: sized{state: vm.Running, err: errors.New("vm.disk is 20GiB but the VM's disk is 40GiB")}, err: "vm.disk"},
 	} {

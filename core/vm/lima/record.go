@@ -18,9 +18,10 @@ import (
 // config values the VM was created with. It goes away with the instance.
 const recordFile = "marina-vm.json"
 
-// Record holds the config values that are fixed when the VM is created:
-// changing them in the config takes effect only after the VM is recreated,
-// so Status compares them with the current config (Drift).
+// Record holds the config values the VM was created with, so Status
+// compares them with the current config (Drift). Most take effect only when
+// the VM is recreated; cpus, memory and disk are applied to it (resize.go)
+// and updated here when they are.
 type Record struct {
 	CPUs                 int    `json:"cpus"`
 	Memory               string `json:"memory"`

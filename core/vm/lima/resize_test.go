@@ -343,8 +343,12 @@ func TestStartRestartsARunningVMToResize(t *testing.T) {
 func TestStartLeavesARunningVMWithoutRestart(t *testing.T) {
 	d, f, disk := resizeDriver(t, limatype.StatusRunning)
 	ctx := context.Background()
-	if change, restart, err := d.PendingResize(ctx); err != nil || change == "" || restart {
+	// Start will not apply it: nothing for up's plan.
+	if change, restart, err := d.PendingResize(ctx); err != nil || change != "" || restart {
 		t.Errorf("PendingResize = %q, %v, %v", change, restart, err)
+	}
+	if r, err := d.PlanResize(ctx); err != nil || r.String() != "cpus 4→6, memory 10GiB→12GiB, disk 40GiB→60GiB" || !r.Running {
+		t.Errorf("PlanResize = %+v, %v", r, err)
 	}
 	path := filepath.Join(f.dir, "lima.yaml")
 	before, _ := os.ReadFile(path)
