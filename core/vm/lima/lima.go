@@ -39,6 +39,10 @@ type Driver struct {
 	ExecTimeout time.Duration
 	// Images replaces DefaultImages when the VM is created.
 	Images []Image
+	// Provision replaces DefaultProvision, when the VM is created and at
+	// every boot (see provisionFor); nil means the default. The VM test
+	// (test/vm) boots an image that has everything installed with it.
+	Provision *Provision
 	// Restart lets Start stop a running VM, apply a changed vm.cpus,
 	// vm.memory or vm.disk, and start it again (resize.go); unset, the
 	// change waits (Pending). A stopped VM gets the change in any case.
@@ -332,7 +336,7 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 // boot starts the stopped instance: its provisioning brought up to date, the
 // registry cache directory it mounts created, then Lima's start.
 func (d *Driver) boot(ctx context.Context, inst *limatype.Instance, say func(string)) error {
-	changed, err := refreshProvisioning(inst.Dir, guestUserOf(ctx, inst.Config))
+	changed, err := refreshProvisioningTo(inst.Dir, d.provisionFor(guestUserOf(ctx, inst.Config)))
 	if err != nil {
 		return err
 	}
@@ -449,7 +453,7 @@ func (d *Driver) waitDocker(ctx context.Context) error {
 // create creates the Lima instance from the template and records the
 // creation settings next to it.
 func (d *Driver) create(ctx context.Context) (*limatype.Instance, error) {
-	y, err := Template(d.cfg, TemplateOptions{GOOS: d.goos, GOARCH: d.goarch, Home: d.home, Images: d.Images})
+	y, err := Template(d.cfg, TemplateOptions{GOOS: d.goos, GOARCH: d.goarch, Home: d.home, Images: d.Images, Provision: d.Provision})
 	if err != nil {
 		return nil, err
 	}

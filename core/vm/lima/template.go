@@ -220,7 +220,7 @@ func provisioning(p Provision) ([]limatype.Provision, []limatype.Probe, error) {
 		}}, []limatype.Probe{{
 			Mode:        limatype.ProbeModeReadiness,
 			Description: "the Docker engine answers on " + guestDockerSocket,
-			Script:      ptr(probeScript),
+			Script:      ptr(p.probe()),
 			Hint:        "see /var/log/cloud-init-output.log in the VM (`marina shell -- sudo tail -n 50 /var/log/cloud-init-output.log`)",
 		}}, nil
 }
@@ -233,6 +233,14 @@ func provisioning(p Provision) ([]limatype.Provision, []limatype.Probe, error) {
 // guest user (guestUserOf), which owns the Docker socket. It reports whether
 // it rewrote the file.
 func refreshProvisioning(instDir, user string) (bool, error) {
+	prov := DefaultProvision()
+	prov.SocketUser = user
+	return refreshProvisioningTo(instDir, prov)
+}
+
+// refreshProvisioningTo is refreshProvisioning with the provisioning prov
+// (Driver.Provision, with the VM's guest user as its socket user).
+func refreshProvisioningTo(instDir string, prov Provision) (bool, error) {
 	path := filepath.Join(instDir, filenames.LimaYAML)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -242,8 +250,6 @@ func refreshProvisioning(instDir, user string) (bool, error) {
 	if err := limayaml.Unmarshal(b, &y, path); err != nil {
 		return false, err
 	}
-	prov := DefaultProvision()
-	prov.SocketUser = user
 	provision, probes, err := provisioning(prov)
 	if err != nil {
 		return false, err

@@ -1,0 +1,84 @@
+package lima
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lima-vm/lima/v2/pkg/limatype"
+)
+
+func TestDefaultProbeIsProbeScript(t *testing.T) {
+	if got := DefaultProvision().probe(); got != probeScript {
+		t.Errorf("the default provisioning's probe differs from probe.sh:\n%s", got)
+	}
+}
+
+// A provisioning without tools (the VM test's image has Docker and needs no
+// download) renders a script that downloads nothing and a probe that waits
+// for Docker only.
+func TestProvisionWithoutTools(t *testing.T) {
+	p := DefaultProvision()
+	p.Binaries = nil
+	s, err := p.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(s, "\n    install_pinned ") || strings.Contains(s, "dpkg --print-architecture") || strings.Contains(s, "https://") {
+		t.Errorf("a provisioning without tools still downloads:\n%s", s)
+	}
+	probe := p.probe()
+	if strings.Contains(probe, "command -v") || !strings.Contains(probe, "docker info") {
+		t.Errorf("probe without tools:\n%s", probe)
+	}
+	for name, script := range map[string]string{"provision": s, "probe": probe} {
+		cmd := exec.Command("bash", "-n")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("bash -n %s: %v\n%s", name, err, out)
+		}
+	}
+}
+
+// Driver.Provision is what the VM is created with and what every boot
+// keeps (the boot's refresh must not put the default back).
+func TestDriverProvisionOverride(t *testing.T) {
+	d, f := fakeDriver(t, nil)
+	p := DefaultProvision()
+	p.Binaries = nil
+	p.Packages = []string{"curl"}
+	d.Provision = &p
+	if _, err := d.Start(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, b []byte) {
+		t.Helper()
+		s := string(b)
+		if strings.Contains(s, "kind-linux") || strings.Contains(s, "command -v kind") || strings.Contains(s, "iptables") {
+			t.Errorf("%s: lima.yaml has the default provisioning:\n%s", when, s)
+		}
+	}
+	check("created", f.createdYAML)
+	// A boot of the stopped VM refreshes the provisioning to Driver.Provision.
+	f.inst.Status = limatype.StatusStopped
+	if _, err := d.Start(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(f.dir, "lima.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after a boot", b)
+	// Without the override, the next boot brings the default back.
+	d.Provision = nil
+	f.inst.Status = limatype.StatusStopped
+	if _, err := d.Start(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ = os.ReadFile(filepath.Join(f.dir, "lima.yaml")); !strings.Contains(string(b), "kind-linux") {
+		t.Error("a boot without Driver.Provision kept the override")
+	}
+}
