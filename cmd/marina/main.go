@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/bcollard/marina/core/exitcode"
+	// Before Lima's packages initialize: they panic without $HOME.
+	_ "github.com/bcollard/marina/core/homeenv"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/core/vm/lima"

@@ -273,3 +273,22 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestNoHome: without $HOME (unset or empty) marina does not panic in Lima's
+// package init; version and --help work (core/homeenv takes the home from the
+// user database before Lima's packages initialize).
+func TestNoHome(t *testing.T) {
+	for _, env := range [][]string{
+		{"PATH=" + os.Getenv("PATH")},          // unset
+		{"PATH=" + os.Getenv("PATH"), "HOME="}, // empty
+	} {
+		for _, args := range [][]string{{"version"}, {"--help"}} {
+			cmd := exec.Command(marinaBin, args...)
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.Contains(string(out), "panic") {
+				t.Errorf("marina %v with env %q: %v\n%s", args, env, err, out)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/homeenv"
 )
 
 // streams are the standard streams a command uses (swapped in tests).
@@ -65,6 +67,12 @@ Exit status: 0 ok, 1 failure, 2 usage or configuration error, 130 interrupted.`,
 				level = slog.LevelDebug
 			}
 			a.log = slog.New(slog.NewTextHandler(a.err, &slog.HandlerOptions{Level: level}))
+			if homeenv.Derived != "" {
+				a.log.Debug("HOME was not set; using the home directory of the user database", "home", homeenv.Derived)
+			}
+			if homeenv.Problem != "" && !needsNoHome(cmd) {
+				return exitcode.NewUsage(errors.New(homeenv.Problem))
+			}
 			return nil
 		},
 		PersistentPostRun: func(*cobra.Command, []string) { a.runLog.close() },
@@ -104,4 +112,16 @@ Exit status: 0 ok, 1 failure, 2 usage or configuration error, 130 interrupted.`,
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")
 	return root
+}
+
+// needsNoHome reports whether cmd works without a home directory: version,
+// help and shell completion read nothing of ~/.marina.
+func needsNoHome(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		switch c.Name() {
+		case "version", "help", "completion", "__complete", "__completeNoDesc":
+			return true
+		}
+	}
+	return false
 }
