@@ -119,6 +119,14 @@ test-setup:
 test-stress: test-setup
 	bash test/stress.sh
 
+## test-vm: the on-demand VM tier (test/vm, as root; not in CI: ~20-30 min
+## under TCG): a Debian image built offline (cached), Lima's guest agent, then
+## marina's lima driver boots, interrupts, breaks, recovers, stops and deletes
+## a real qemu VM as a user of its own; each step timed (test/README.md)
+.PHONY: test-vm
+test-vm:
+	bash test/vm/run.sh
+
 ## test-images: build the tier-2 test images (part of test-setup)
 .PHONY: test-images
 test-images:
