@@ -27,7 +27,7 @@
 //	  clusters:
 //	  - hub                      # a bare name
 //	  - name: east
-//	    num: 3                   # pinned slot; unset (or 0) = lowest free slot
+//	    num: 3                   # pinned slot (1..99); unset = lowest free slot
 //	    dependsOn: [hub]
 //	    nodeVersion: v1.36.1     # unset = the config's kind.nodeVersion
 //	    workers: 2               # worker nodes besides the control plane (0..10)
@@ -173,10 +173,14 @@ type Options struct {
 // Entry is one item of spec.clusters as written.
 type Entry struct {
 	Name string
-	// Num pins the slot; 0 means the lowest free one.
+	// Num pins the slot; 0 means the lowest free one, unless the manifest
+	// wrote num: 0 (refused by Validate, not taken as unset).
 	Num       int
 	DependsOn []string
 	Options
+
+	// numSet says the manifest wrote num.
+	numSet bool
 }
 
 // RegistryMode says which mirrors a cluster uses.

@@ -418,7 +418,7 @@ func (p *parser) entry(n *yaml.Node, path string, e *Entry) {
 		case "name":
 			e.Name, _ = p.str(v, kp)
 		case "num":
-			e.Num, _ = p.int(v, kp)
+			e.Num, e.numSet = p.int(v, kp)
 		case "dependsOn":
 			e.DependsOn, _ = p.strList(v, kp)
 		}

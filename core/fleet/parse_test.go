@@ -169,7 +169,7 @@ func TestParseFull(t *testing.T) {
 					"metallb":     {Config: map[string]any{"pool": "small", "replicas": 2, "extra": []any{"a", "b"}}},
 				},
 				Labels: map[string]string{"tier": "edge", "team": "edge-team"},
-			}},
+			}, numSet: true},
 			{Name: "west", DependsOn: []string{"hub"}, Options: Options{Registries: &Registries{Mode: RegistriesNone}}},
 			{Name: "edge", DependsOn: []string{"east", "west"}},
 		},

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/Masterminds/semver/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/bcollard/marina/core/config"
@@ -29,10 +28,12 @@ type ValidateContext struct {
 // Validate checks everything Parse does not: the fleet name, strategy and
 // maxParallel; cluster names (DNS-1123 labels of at most MaxNameLength
 // characters, unique); dependencies (known, not self, no cycle: each cycle
-// is named, "a -> b -> a"); pinned nums (1..99, unique, not sharing any
-// resource with another pinned num or the bridge, see slot.Conflict); node
-// versions; workers; region and zone; mirror and plugin names against ctx;
-// and labels (Kubernetes syntax, no keys that marina or Kubernetes set).
+// is named, "a -> b -> a"); pinned nums (1..99, a written 0 included,
+// unique, not sharing any resource with another pinned num or the bridge,
+// see slot.Conflict); node versions; workers; region and zone (the ranges
+// and syntax of these are CheckSettings', the rules `cluster create`'s
+// flags share); mirror and plugin names against ctx; and labels
+// (Kubernetes syntax, no keys that marina or Kubernetes set).
 // It returns nil or an *Error with every problem, each with its path and,
 // for a parsed manifest, its line:column.
 func Validate(f *Fleet, ctx ValidateContext) error {
@@ -67,8 +68,8 @@ func (v *validator) fleet(f *Fleet) {
 		}
 	}
 	s := f.Spec
-	if s.MaxParallel < 0 {
-		v.add("spec.maxParallel", "must be 0 (the default, %d at once) or more, got %d", DefaultMaxParallel, s.MaxParallel)
+	if msg := CheckMaxParallel(s.MaxParallel); msg != "" {
+		v.add("spec.maxParallel", "%s", msg)
 	}
 	if s.Strategy != "" && !contains(Strategies, s.Strategy) {
 		v.add("spec.strategy", "unknown strategy %q%s; use %s (the default) or %s", s.Strategy, suggest(string(s.Strategy), []string{string(FailFast), string(ContinueOnError)}), FailFast, ContinueOnError)
@@ -129,12 +130,12 @@ func (v *validator) nums(entries []Entry) {
 	var pins []pinned
 	first := map[int]int{}
 	for i, e := range entries {
-		if e.Num == 0 {
+		if e.Num == 0 && !e.numSet {
 			continue
 		}
 		path := fmt.Sprintf("spec.clusters[%d].num", i)
-		if e.Num < slot.Min || e.Num > slot.Max {
-			v.add(path, "num %d is outside %d..%d; pin a slot in that range, or leave num unset for the lowest free one", e.Num, slot.Min, slot.Max)
+		if bad := CheckSettings(Settings{Num: &e.Num}); len(bad) > 0 {
+			v.add(path, "%s", bad[0].Message)
 			continue
 		}
 		if j, dup := first[e.Num]; dup {
@@ -164,23 +165,8 @@ func (v *validator) nums(entries []Entry) {
 }
 
 func (v *validator) options(path string, o Options) {
-	if o.NodeVersion != "" {
-		if !strings.HasPrefix(o.NodeVersion, "v") {
-			v.add(path+".nodeVersion", "%q must look like v1.37.0 (a kindest/node tag)", o.NodeVersion)
-		} else if _, err := semver.StrictNewVersion(strings.TrimPrefix(o.NodeVersion, "v")); err != nil {
-			v.add(path+".nodeVersion", "%q must look like v1.37.0 (a kindest/node tag)", o.NodeVersion)
-		}
-	}
-	if o.Workers != nil && (*o.Workers < 0 || *o.Workers > MaxWorkers) {
-		v.add(path+".workers", "must be between 0 and %d (worker nodes besides the control plane), got %d", MaxWorkers, *o.Workers)
-	}
-	for _, f := range []struct{ key, val string }{{"region", o.Region}, {"zone", o.Zone}} {
-		if f.val == "" {
-			continue
-		}
-		if errs := validation.IsValidLabelValue(f.val); len(errs) > 0 {
-			v.add(path+"."+f.key, "%q cannot be a node label value (%s); use letters, digits, '-', '_' or '.', e.g. us-east1", f.val, strings.Join(errs, "; "))
-		}
+	for _, p := range CheckSettings(Settings{NodeVersion: o.NodeVersion, Workers: o.Workers, Region: o.Region, Zone: o.Zone}) {
+		v.add(path+"."+p.Path, "%s", p.Message)
 	}
 	if o.Registries != nil {
 		seen := map[string]bool{}

@@ -75,8 +75,12 @@ func TestValidateErrors(t *testing.T) {
 			{"spec.clusters[3].dependsOn[0]", 9, 27, "dependency cycle c -> d -> c"},
 		}},
 		{"num out of range", head + "spec:\n  clusters:\n  - {name: a, num: 100}\n  - {name: b, num: -1}\n", nil, []want{
-			{"spec.clusters[0].num", 6, 20, "num 100 is outside 1..99; pin a slot in that range, or leave num unset for the lowest free one"},
-			{"spec.clusters[1].num", 7, 20, "num -1 is outside 1..99"},
+			{"spec.clusters[0].num", 6, 20, "must be between 1 and 99, got 100; pin a slot in that range, or leave it out for the lowest free one"},
+			{"spec.clusters[1].num", 7, 20, "must be between 1 and 99, got -1"},
+		}},
+		// num: 0 is written, so it is not "unset": refused at its line
+		{"num zero", head + "spec:\n  clusters:\n  - a\n  - name: b\n    num: 0\n", nil, []want{
+			{"spec.clusters[1].num", 8, 10, "must be between 1 and 99, got 0; pin a slot in that range, or leave it out for the lowest free one"},
 		}},
 		{"duplicate num", head + "spec:\n  clusters:\n  - {name: a, num: 4}\n  - {name: b, num: 4}\n", nil, []want{
 			{"spec.clusters[1].num", 7, 20, "num 4 is also pinned by spec.clusters[0] (a); each cluster needs its own slot: pin another or leave num unset"}}},
@@ -91,7 +95,7 @@ func TestValidateErrors(t *testing.T) {
 			{"spec.clusters[0].nodeVersion", 6, 37, `"v1.3" must look like v1.37.0`},
 		}},
 		{"workers", head + "spec:\n  defaults: {workers: 11}\n  clusters: [{name: a, workers: -1}]\n", nil, []want{
-			{"spec.defaults.workers", 5, 23, "must be between 0 and 10 (worker nodes besides the control plane), got 11"},
+			{"spec.defaults.workers", 5, 23, "must be between 0 and 10, got 11 (worker nodes besides the control plane)"},
 			{"spec.clusters[0].workers", 6, 33, "got -1"},
 		}},
 		{"region and zone", head + "spec:\n  clusters: [{name: a, region: us east, zone: \"-z\"}]\n", nil, []want{
