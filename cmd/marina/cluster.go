@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/fleet"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/lab"
+	"github.com/bcollard/marina/core/slot"
 	"github.com/bcollard/marina/core/suggest"
 )
 
@@ -57,22 +60,14 @@ Every enabled plugin's hooks run for the cluster; --plugins NAME,... runs only t
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[0]
-			if err := kind.ValidateName(spec.Name); err != nil {
-				return exitcode.NewUsage(err)
-			}
-			lbl, err := parseLabels(labels)
+			// Before anything runs (config, plugins, lock, slot, docker), --dry-run too.
+			lbl, err := checkCreateFlags(cmd.Flags(), spec, nodeVersion, labels, onlyPlugins, noPlugins)
 			if err != nil {
-				return exitcode.NewUsage(err)
-			}
-			if err := validateLabels(lbl); err != nil {
-				return exitcode.NewUsage(err)
+				return err
 			}
 			spec.Labels = lbl
 			if nodeVersion != "" {
 				spec.NodeImage = "kindest/node:" + nodeVersion
-			}
-			if len(onlyPlugins) > 0 && len(noPlugins) > 0 {
-				return exitcode.NewUsage(errors.New("--plugins and --no-plugin do not mix: list the plugins to run, or the ones to skip"))
 			}
 			lb, l, closeLab, err := a.openLab(cmd.Context())
 			if err != nil {
@@ -103,17 +98,85 @@ Every enabled plugin's hooks run for the cluster; --plugins NAME,... runs only t
 	}
 	f.add(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&spec.Region, "region", "", "topology.kubernetes.io/region of the nodes (default europe-west<N>)")
-	fl.StringVar(&spec.Zone, "zone", "", "topology.kubernetes.io/zone of the nodes (default <region>-b)")
+	const labelValue = "a label value: at most 63 letters, digits, '-', '_', '.'"
+	fl.StringVar(&spec.Region, "region", "", "topology.kubernetes.io/region of the nodes, "+labelValue+" (default europe-west<N>)")
+	fl.StringVar(&spec.Zone, "zone", "", "topology.kubernetes.io/zone of the nodes, "+labelValue+" (default <region>-b)")
 	fl.StringArrayVarP(&labels, "label", "l", nil, "node label k=v (repeatable)")
-	fl.StringVar(&nodeVersion, "node-version", "", "Kubernetes version of the node image (default kind.nodeVersion)")
-	fl.IntVar(&spec.Workers, "workers", 0, "worker nodes besides the control plane")
-	fl.IntVar(&spec.Slot, "slot", 0, "pin the slot (1-99) instead of taking the lowest free one")
+	fl.StringVar(&nodeVersion, "node-version", "", "Kubernetes version of the node image, a kindest/node tag such as v1.37.0 (default kind.nodeVersion)")
+	fl.IntVar(&spec.Workers, "workers", 0, fmt.Sprintf("worker nodes besides the control plane (0-%d)", fleet.MaxWorkers))
+	fl.IntVar(&spec.Slot, "slot", 0, fmt.Sprintf("pin the slot (%d-%d) instead of taking the lowest free one", slot.Min, slot.Max))
 	fl.StringArrayVar(&noPlugins, "no-plugin", nil, "skip this plugin's hooks for this cluster (repeatable)")
 	fl.StringSliceVar(&onlyPlugins, "plugins", nil, "run only these plugins' hooks for this cluster (comma-separated)")
-	fl.DurationVar(&spec.Wait, "wait", 5*time.Minute, "how long kind waits for the control plane")
+	fl.DurationVar(&spec.Wait, "wait", 5*time.Minute, "how long kind waits for the control plane (more than 0)")
 	fl.BoolVar(&spec.Retain, "retain", false, "keep a failed cluster for debugging")
 	return cmd
+}
+
+// createFlagOf names the flag of each of fleet.CheckSettings' settings.
+var createFlagOf = map[string]string{
+	fleet.SettingNum:         "--slot",
+	fleet.SettingNodeVersion: "--node-version",
+	fleet.SettingWorkers:     "--workers",
+	fleet.SettingRegion:      "--region",
+	fleet.SettingZone:        "--zone",
+	fleet.SettingWait:        "--wait",
+}
+
+// checkCreateFlags checks the name and flags of `cluster create` with no lab
+// at hand: the name, the settings a Fleet manifest's entry also gives (by
+// the manifest's rules, fleet.CheckSettings), the labels and the plugin
+// selection's form. It returns the labels, or a usage error listing every
+// problem, each naming its flag. A pinned slot is checked when --slot is
+// given (--slot 0 is refused, as num: 0 is in a manifest).
+func checkCreateFlags(fl *pflag.FlagSet, spec lab.ClusterSpec, nodeVersion string, labels, only, skip []string) (map[string]string, error) {
+	var errs []error
+	if err := kind.ValidateName(spec.Name); err != nil {
+		errs = append(errs, err)
+	}
+	s := fleet.Settings{NodeVersion: nodeVersion, Workers: &spec.Workers, Region: spec.Region, Zone: spec.Zone, Wait: &spec.Wait}
+	if fl.Changed("slot") {
+		s.Num = &spec.Slot
+	}
+	for _, p := range fleet.CheckSettings(s) {
+		errs = append(errs, fmt.Errorf("%s: %s", createFlagOf[p.Path], p.Message))
+	}
+	lbl, err := parseLabels(labels)
+	if err != nil {
+		errs = append(errs, err)
+	} else if err := validateLabels(lbl); err != nil {
+		for _, e := range flatten(err) {
+			errs = append(errs, fmt.Errorf("--label: %w", e))
+		}
+	}
+	if len(only) > 0 && len(skip) > 0 {
+		errs = append(errs, errors.New("--plugins and --no-plugin do not mix: list the plugins to run, or the ones to skip"))
+	}
+	return lbl, usageProblems(errs)
+}
+
+// flatten lists the errors joined in err (errors.Join), or err alone.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// usageProblems is nil, the one problem, or every problem one per line
+// under a count; a usage error (exit 2) either way.
+func usageProblems(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return exitcode.NewUsage(errs[0])
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problems with the command line; nothing was done:", len(errs))
+	for _, e := range errs {
+		b.WriteString("\n  " + e.Error())
+	}
+	return exitcode.NewUsage(errors.New(b.String()))
 }
 
 func newClusterDeleteCmd(a *app) *cobra.Command {

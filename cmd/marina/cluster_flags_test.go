@@ -1,6 +1,10 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -99,6 +103,88 @@ func TestClusterLabelUsage(t *testing.T) {
 			r := marina(t, home, env, append([]string{"cluster", "label"}, tc.args...)...)
 			if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
 				t.Fatalf("exit %d, want 2 with %q\nstdout: %s\nstderr: %s", r.code, tc.want, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestClusterCreateFlagsRefused: bad values of the flags a Fleet manifest
+// entry also sets are refused by the manifest's rules, every one in one
+// run, with exit 2 before anything happens — with --dry-run and without
+// (DOCKER_HOST leads nowhere: nothing may reach Docker either way).
+func TestClusterCreateFlagsRefused(t *testing.T) {
+	env := []string{"MARINA_VM_DRIVER=host", "DOCKER_HOST=unix:///nonexistent/docker.sock"}
+	bad := []string{"cluster", "create", "x", "--workers", "-1", "--slot", "100", "--node-version", "v1;rm", "--region", "Bad Region", "--wait", "-5s"}
+	problems := []string{
+		"5 problems with the command line; nothing was done:",
+		"\n  --slot: must be between 1 and 99, got 100; pin a slot in that range, or leave it out for the lowest free one\n",
+		"\n  --node-version: \"v1;rm\" must look like v1.37.0 (a kindest/node tag)\n",
+		"\n  --workers: must be between 0 and 10, got -1 (worker nodes besides the control plane)\n",
+		"\n  --region: \"Bad Region\" cannot be a node label value (",
+		"\n  --wait: must be more than 0, got -5s; give a duration such as 5m\n",
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"dry-run", append(append([]string(nil), bad...), "--dry-run")},
+		{"for real", bad},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			r := marina(t, home, env, tc.args...)
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			for _, p := range problems {
+				if !strings.Contains(r.stderr, p) {
+					t.Errorf("stderr lacks %q:\n%s", p, r.stderr)
+				}
+			}
+			for _, p := range []string{".marina/state/slots", ".kube/marina/x.kubeconfig", ".kube/config"} {
+				if _, err := os.Lstat(filepath.Join(home, p)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("~/%s exists after a refused create (%v)", p, err)
+				}
+			}
+		})
+	}
+}
+
+// TestClusterCreateFlagBounds: each bound of the flags, alone; the
+// extremes that are allowed pass the checks and reach the lab (which,
+// with DOCKER_HOST leading nowhere, is stopped: exit 1).
+func TestClusterCreateFlagBounds(t *testing.T) {
+	home := t.TempDir()
+	env := []string{"MARINA_VM_DRIVER=host", "DOCKER_HOST=unix:///nonexistent/docker.sock"}
+	for _, tc := range []struct {
+		args []string
+		want string // "" = accepted: on to the lab
+	}{
+		{[]string{"--workers", "11"}, "Error: --workers: must be between 0 and 10, got 11"},
+		{[]string{"--slot", "0"}, "Error: --slot: must be between 1 and 99, got 0"},
+		{[]string{"--wait", "0s"}, "Error: --wait: must be more than 0, got 0s"},
+		{[]string{"--zone", "-z"}, `Error: --zone: "-z" cannot be a node label value`},
+		{[]string{"--node-version", "1.37.0"}, `Error: --node-version: "1.37.0" must look like v1.37.0`},
+		{[]string{"Bad_Name", "--workers", "11"}, `2 problems with the command line; nothing was done:` + "\n  cluster name \"Bad_Name\""},
+		{[]string{"--workers", "10", "--slot", "99", "--node-version", "v1.37.0", "--region", "us-east1", "--zone", "us-east1-c", "--wait", "1s"}, ""},
+		{[]string{"--workers", "0", "--slot", "1"}, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := []string{"cluster", "create", "--dry-run"}
+			if !strings.HasPrefix(tc.args[0], "-") {
+				args = append(args, tc.args...)
+			} else {
+				args = append(append(args, "dev"), tc.args...)
+			}
+			r := marina(t, home, env, args...)
+			if tc.want == "" {
+				if r.code != 1 || !strings.Contains(r.stderr, "the lab's machine is stopped") {
+					t.Fatalf("exit %d, want 1 from the stopped lab\nstderr: %s", r.code, r.stderr)
+				}
+				return
+			}
+			if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d, want 2 with %q\nstderr: %s", r.code, tc.want, r.stderr)
 			}
 		})
 	}

@@ -58,8 +58,15 @@ starting new clusters after the first failure, ContinueOnError goes on with inde
 ones. Ends with a summary; exit 1 when a cluster failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var errs []error
 			if file == "" {
-				return exitcode.NewUsage(errors.New("-f FILE is required (- reads stdin)"))
+				errs = append(errs, errors.New("-f FILE is required (- reads stdin)"))
+			}
+			if msg := fleet.CheckMaxParallel(maxParallel); msg != "" { // spec.maxParallel's rule
+				errs = append(errs, fmt.Errorf("--max-parallel: %s", msg))
+			}
+			if err := usageProblems(errs); err != nil {
+				return err
 			}
 			lb, l, closeLab, err := a.openLab(cmd.Context())
 			if err != nil {
@@ -137,7 +144,7 @@ ones. Ends with a summary; exit 1 when a cluster failed.`,
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "Fleet manifest (- for stdin)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan, change nothing")
 	cmd.Flags().BoolVar(&adopt, "adopt", false, "make complete clusters of the manifest that belong to no fleet members")
-	cmd.Flags().IntVar(&maxParallel, "max-parallel", 0, "clusters created at once (overrides spec.maxParallel; default 4)")
+	cmd.Flags().IntVar(&maxParallel, "max-parallel", 0, fmt.Sprintf("clusters created at once, 0 or more (overrides spec.maxParallel; 0 = spec.maxParallel, else %d)", fleet.DefaultMaxParallel))
 	return cmd
 }
 

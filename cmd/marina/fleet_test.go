@@ -69,3 +69,32 @@ spec:
 		t.Fatalf("unknown key: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestFleetCreateRefusals: --max-parallel follows spec.maxParallel's rule,
+// and a written num: 0 is refused at its line instead of taken as unset;
+// exit 2 either way, --dry-run included.
+func TestFleetCreateRefusals(t *testing.T) {
+	home := t.TempDir()
+	env := []string{"MARINA_VM_DRIVER=host", "DOCKER_HOST=unix:///nonexistent/docker.sock"}
+	write := func(name, content string) string {
+		p := filepath.Join(home, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	m := write("m.yaml", "apiVersion: marina.dev/v1alpha1\nkind: Fleet\nmetadata: {name: demo}\nspec:\n  clusters: [a]\n")
+	r := marina(t, home, env, "fleet", "create", "-f", m, "--max-parallel", "-5", "--dry-run")
+	if want := "Error: --max-parallel: must be 0 (the default, 4 at once) or more, got -5"; r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("--max-parallel -5: exit %d, want 2 with %q\nstdout: %s\nstderr: %s", r.code, want, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, env, "fleet", "create", "-f", m, "--max-parallel", "0", "--dry-run"); r.code != 0 {
+		t.Errorf("--max-parallel 0: exit %d\n%s", r.code, r.stderr)
+	}
+
+	zero := write("zero.yaml", "apiVersion: marina.dev/v1alpha1\nkind: Fleet\nmetadata: {name: demo}\nspec:\n  clusters:\n  - a\n  - name: b\n    num: 0\n")
+	r = marina(t, home, env, "fleet", "create", "-f", zero, "--dry-run")
+	if want := "zero.yaml:8:10: spec.clusters[1].num: must be between 1 and 99, got 0"; r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("num: 0: exit %d, want 2 with %q\nstdout: %s\nstderr: %s", r.code, want, r.stdout, r.stderr)
+	}
+}
