@@ -43,6 +43,9 @@ type Driver struct {
 	// every boot (see provisionFor); nil means the default. The VM test
 	// (test/vm) boots an image that has everything installed with it.
 	Provision *Provision
+	// Networks are extra networks of a qemu VM when it is created (see
+	// TemplateOptions.Networks): the VM test gives its VM a lima0 with it.
+	Networks []limatype.Network
 	// Restart lets Start stop a running VM, apply a changed vm.cpus,
 	// vm.memory or vm.disk, and start it again (resize.go); unset, the
 	// change waits (Pending). A stopped VM gets the change in any case.
@@ -138,7 +141,7 @@ func (d *Driver) Status(ctx context.Context) (vm.Status, error) {
 			return st, nil
 		}
 		st.State = vm.Running
-		if inst.VMType == limatype.VZ {
+		if inst.VMType == limatype.VZ || hasLima0(inst) {
 			ip, err := d.guestIP(ctx)
 			if err != nil {
 				st.Detail = "cannot read the VM's lima0 address: " + err.Error()
@@ -453,7 +456,7 @@ func (d *Driver) waitDocker(ctx context.Context) error {
 // create creates the Lima instance from the template and records the
 // creation settings next to it.
 func (d *Driver) create(ctx context.Context) (*limatype.Instance, error) {
-	y, err := Template(d.cfg, TemplateOptions{GOOS: d.goos, GOARCH: d.goarch, Home: d.home, Images: d.Images, Provision: d.Provision})
+	y, err := Template(d.cfg, TemplateOptions{GOOS: d.goos, GOARCH: d.goarch, Home: d.home, Images: d.Images, Provision: d.Provision, Networks: d.Networks})
 	if err != nil {
 		return nil, err
 	}

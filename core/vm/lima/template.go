@@ -71,6 +71,10 @@ type TemplateOptions struct {
 	Images []Image
 	// Provision replaces DefaultProvision.
 	Provision *Provision
+	// Networks are extra networks of a qemu VM (Lima's `networks:`; the
+	// first is lima0). A vz VM gets vzNAT and ignores them. The VM test
+	// serves one on a socket (test/vm) to give its qemu VM a lima0.
+	Networks []limatype.Network
 }
 
 // RegistryCacheDir is the host directory that keeps the pull-through
@@ -183,6 +187,9 @@ func Template(cfg *config.Config, opts TemplateOptions) (*limatype.LimaYAML, err
 				Rosetta: limatype.Rosetta{Enabled: ptr(true), BinFmt: ptr(true)},
 			}}
 		}
+	}
+	if vmType == limatype.QEMU && len(opts.Networks) > 0 {
+		y.Networks = append([]limatype.Network(nil), opts.Networks...)
 	}
 	if cfg.Registries.CacheStorage == "host" {
 		dir := RegistryCacheDir(opts.Home)

@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/lima-vm/lima/v2/pkg/limatype"
+	"github.com/lima-vm/lima/v2/pkg/limayaml"
+
+	"github.com/bcollard/marina/core/config"
 )
 
 func TestDefaultProbeIsProbeScript(t *testing.T) {
@@ -80,5 +83,53 @@ func TestDriverProvisionOverride(t *testing.T) {
 	}
 	if b, _ = os.ReadFile(filepath.Join(f.dir, "lima.yaml")); !strings.Contains(string(b), "kind-linux") {
 		t.Error("a boot without Driver.Provision kept the override")
+	}
+}
+
+// TemplateOptions.Networks reach a qemu VM's lima.yaml (Lima names the
+// first lima0); a vz VM keeps its vzNAT only.
+func TestTemplateNetworks(t *testing.T) {
+	nw := []limatype.Network{{Socket: "/run/marina-test/lima0.sock"}}
+	y, err := Template(config.Default(), TemplateOptions{GOOS: "linux", GOARCH: "amd64", Home: testHome, Networks: nw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(y.Networks) != 1 || y.Networks[0].Socket != nw[0].Socket {
+		t.Errorf("qemu networks = %+v", y.Networks)
+	}
+	b, err := Render(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := limayaml.Load(context.Background(), b, "lima.yaml"); err != nil {
+		t.Errorf("Lima does not load the template with a socket network: %v", err)
+	}
+	y, err = Template(config.Default(), TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome, Networks: nw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(y.Networks) != 1 || y.Networks[0].VZNAT == nil || y.Networks[0].Socket != "" {
+		t.Errorf("vz networks = %+v", y.Networks)
+	}
+}
+
+func TestHasLima0(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		nws  []limatype.Network
+		want bool
+	}{
+		{"none", nil, false},
+		{"socket", []limatype.Network{{Socket: "/tmp/lima0.sock"}}, true},
+		{"lima network", []limatype.Network{{Lima: "user-v2"}}, true},
+		{"vzNAT on a qemu VM", []limatype.Network{{VZNAT: ptr(true)}}, false},
+	} {
+		inst := &limatype.Instance{VMType: limatype.QEMU, Config: &limatype.LimaYAML{Networks: tc.nws}}
+		if got := hasLima0(inst); got != tc.want {
+			t.Errorf("%s: hasLima0 = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if hasLima0(&limatype.Instance{VMType: limatype.QEMU}) {
+		t.Error("an instance without a configuration has no lima0")
 	}
 }

@@ -1,6 +1,10 @@
 package lima
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/lima-vm/lima/v2/pkg/limatype"
+)
 
 // provisionFor is the provisioning of a boot of the VM whose guest user is
 // user: Driver.Provision when set, else DefaultProvision, with user owning
@@ -31,4 +35,20 @@ func (p Provision) probe() string {
 		b.WriteString("command -v " + bin.Name + " >/dev/null\n") // a plain file name (Validate)
 	}
 	return b.String()
+}
+
+// hasLima0 reports whether a qemu instance has a network beside Lima's
+// user-mode one that the guest brings up as lima0 (a `socket:` or Lima
+// network: TemplateOptions.Networks), the address the host routes the
+// bridge to. (A vz VM always has one: vzNAT.)
+func hasLima0(inst *limatype.Instance) bool {
+	if inst.Config == nil {
+		return false
+	}
+	for _, nw := range inst.Config.Networks {
+		if nw.Socket != "" || nw.Lima != "" {
+			return true
+		}
+	}
+	return false
 }
