@@ -28,7 +28,7 @@ PACKAGES=(
   linux-image-cloud-amd64 initramfs-tools
   cloud-init cloud-guest-utils fdisk e2fsprogs
   openssh-server sudo
-  docker.io iptables ca-certificates curl rsync
+  docker.io apparmor iptables ca-certificates curl rsync
 )
 ROOT_SIZE_MIB=3072
 ESP_SIZE_MIB=256
@@ -91,7 +91,7 @@ mmdebstrap --mode=root --variant=minbase --components=main \
   --customize-hook="echo 'UUID=$uuid / ext4 defaults,errors=remount-ro 0 1' >\"\$1/etc/fstab\"" \
   --customize-hook='echo marina-test >"$1/etc/hostname"' \
   --customize-hook='printf "auto lo\niface lo inet loopback\nsource-directory /etc/network/interfaces.d\n" >"$1/etc/network/interfaces"' \
-  --customize-hook='printf "datasource_list: [ NoCloud, None ]\n" >"$1/etc/cloud/cloud.cfg.d/90-marina-test.cfg"' \
+  --customize-hook='printf "datasource_list: [ NoCloud, None ]\nmanage_etc_hosts: true\n" >"$1/etc/cloud/cloud.cfg.d/90-marina-test.cfg"' \
   --customize-hook='rm -f "$1/etc/machine-id" && touch "$1/etc/machine-id"' \
   --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
   "$SUITE" "$rootfs" "$MIRROR" >"$work/mmdebstrap.log" 2>&1 || {

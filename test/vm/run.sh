@@ -58,6 +58,8 @@ cleanup() {
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done < <(find "$work" -path '*/.marina/lima/*' \( -name ha.pid -o -name qemu.pid \) 2>/dev/null)
+  lima0_cleanup
+  cp "$work/dnsmasq.log" "$work/logs/" 2>/dev/null || true
   # The VM's logs (host agent, serial console) of the last run stay in the cache.
   rm -rf "$cache/last-run"
   cp -r "$work/logs" "$cache/last-run" 2>/dev/null || true
@@ -71,7 +73,7 @@ trap summary EXIT
 
 host_packages() {
   local p missing=()
-  for p in qemu-system-x86 qemu-utils ovmf openssh-client; do
+  for p in qemu-system-x86 qemu-utils ovmf openssh-client dnsmasq-base iproute2 sudo; do
     if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]; then
       missing+=("$p")
     fi
@@ -115,6 +117,62 @@ make_user() {
 }
 timed "test user" make_user
 
+# lima0: a tap device for the test user, with this machine's address on it
+# and dnsmasq leasing the VM's one (no router, no DNS: the VM still has no
+# way out); lima0relay (root: only root opens /dev/net/tun here) relays it
+# to the socket Lima connects qemu's lima0 to.
+# The route marina adds through it needs sudo: a drop-in allows exactly
+# those commands. All removed at the end.
+tap=mvm0
+lima0_net=192.168.106
+bridge=172.27.0.0/16
+sudoers=/etc/sudoers.d/marina-vmtest
+dnsmasq_pid="" relay_pid=""
+lima0_setup() {
+  if ip link show "$tap" >/dev/null 2>&1; then
+    ip link del "$tap"
+  fi
+  ip tuntap add dev "$tap" mode tap
+  ip addr add "$lima0_net.1/24" dev "$tap"
+  ip link set "$tap" up
+  dnsmasq --keep-in-foreground --conf-file=/dev/null --port=0 --no-resolv --no-hosts \
+    --interface="$tap" --bind-interfaces --except-interface=lo \
+    --dhcp-range="$lima0_net.2,$lima0_net.2,255.255.255.0,12h" --dhcp-option=3 --dhcp-option=6 \
+    --leasefile-ro --pid-file="$work/dnsmasq.pid" --log-dhcp >"$work/dnsmasq.log" 2>&1 &
+  dnsmasq_pid=$!
+  "$work/lima0relay" -tap "$tap" -socket "$work/lima0.sock" -owner "$(id -u "$user")" >"$work/lima0relay.log" 2>&1 &
+  relay_pid=$!
+  local i
+  for i in $(seq 1 50); do [ -S "$work/lima0.sock" ] && break; sleep 0.1; done
+  [ -S "$work/lima0.sock" ] || { cat "$work/lima0relay.log" >&2; return 1; }
+  local cmd rules=()
+  for ip in /usr/sbin/ip /bin/ip; do
+    for cmd in "route replace $bridge via $lima0_net.2" "route del $bridge via $lima0_net.2"; do
+      rules+=("$ip $cmd")
+    done
+  done
+  (IFS=,; printf '%s ALL=(root) NOPASSWD: %s\n' "$user" "${rules[*]}") >"$sudoers.new"
+  chmod 0440 "$sudoers.new"
+  visudo -cqf "$sudoers.new"
+  mv -f "$sudoers.new" "$sudoers"
+}
+lima0_cleanup() {
+  rm -f "$sudoers"
+  if [ -n "$relay_pid" ]; then kill "$relay_pid" 2>/dev/null || true; wait "$relay_pid" 2>/dev/null || true; fi
+  if [ -n "$dnsmasq_pid" ]; then kill "$dnsmasq_pid" 2>/dev/null || true; wait "$dnsmasq_pid" 2>/dev/null || true; fi
+  if ip -4 route show exact "$bridge" | grep -q "dev $tap"; then ip route del "$bridge" dev "$tap" || true; fi
+  if ip link show "$tap" >/dev/null 2>&1; then ip link del "$tap" || true; fi
+}
+save_images() {
+  local images=(marina-test/etcd:v3.7.3 marina-test/coredns:v1.15.0)
+  if ! docker image inspect "${images[@]}" >/dev/null 2>&1; then
+    echo "test-vm: this machine's Docker lacks ${images[*]}: run make test-setup first" >&2
+    return 1
+  fi
+  docker save -o "$work/images.tar" "${images[@]}"
+  chmod 0644 "$work/images.tar"
+}
+
 # Short paths: Lima's sockets live in the instance directory (108-byte limit).
 work="$(mktemp -d /tmp/mvm.XXXXXX)"
 chmod 755 "$work"
@@ -123,6 +181,7 @@ chown "$user:" "$work/t" "$work/logs"
 build() {
   go build -o "$work/marina" ./cmd/marina
   go test -c -o "$work/vm.test" ./test/vm
+  go build -o "$work/lima0relay" ./test/vm/lima0relay
   install -m 0644 "$MARINA_TEST_VM_IMAGE" "$work/image.qcow2"
   install -m 0644 "$guestagent" "$work/lima-guestagent.Linux-x86_64"
   local qemu restrict=0 tcg=1
@@ -152,6 +211,8 @@ EOF
   echo "$qemu" >"$work/qemu"
 }
 timed "build marina + test binary" build
+timed "lima0 (tap, dnsmasq, sudoers drop-in)" lima0_setup
+timed "local DNS images (docker save)" save_images
 
 cd "$work/t"
 timed "test (as $user)" runuser -u "$user" -- env -i \
@@ -164,5 +225,8 @@ timed "test (as $user)" runuser -u "$user" -- env -i \
   MARINA_TEST_VM_MARINA="$work/marina" \
   MARINA_TEST_VM_CPUS="${MARINA_TEST_VM_CPUS:-2}" \
   MARINA_TEST_VM_LOGS="$work/logs" \
+  MARINA_TEST_VM_LIMA0_SOCKET="$work/lima0.sock" \
+  MARINA_TEST_VM_IMAGES="$work/images.tar" \
+  MARINA_TEST_VM_RESTRICT="${MARINA_TEST_VM_RESTRICT:-1}" \
   QEMU_SYSTEM_X86_64="$(cat "$work/qemu")" \
   "$work/vm.test" -test.v -test.count=1 -test.timeout=90m -test.run '^TestVM$'

@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lima-vm/lima/v2/pkg/limatype"
+
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/vm"
 	"github.com/bcollard/marina/core/vm/lima"
@@ -37,12 +39,22 @@ const (
 	bridge = "172.27.0.0/16"
 	// bootTimeout bounds one boot under TCG (measured: ~7 min first, ~4 min after).
 	bootTimeout = 25 * time.Minute
+	// lima0's network: run.sh gives the tap device lima0Host/24 and leases
+	// lima0Guest (only) with dnsmasq, without a router or DNS server
+	// (lima0relay relays it to the socket Lima connects qemu to).
+	lima0Host  = "192.168.106.1"
+	lima0Guest = "192.168.106.2"
 )
 
 // env is what run.sh hands the test.
 type env struct {
 	image, imageSHA256, guestAgent, marina, qemu string
-	cpus                                         int
+	// lima0Sock is lima0's socket network (run.sh: test/vm/lima0relay
+	// relays it to a tap device with lima0Host on it and dnsmasq leasing
+	// lima0Guest); images is a `docker save` of the local DNS images,
+	// loaded into the VM's Docker before `marina up`.
+	lima0Sock, images string
+	cpus              int
 }
 
 func requireEnv(t *testing.T) env {
@@ -63,6 +75,8 @@ func requireEnv(t *testing.T) env {
 		imageSHA256: get("MARINA_TEST_VM_IMAGE_SHA256"),
 		guestAgent:  get("MARINA_TEST_VM_GUESTAGENT"),
 		marina:      get("MARINA_TEST_VM_MARINA"),
+		lima0Sock:   get("MARINA_TEST_VM_LIMA0_SOCKET"),
+		images:      get("MARINA_TEST_VM_IMAGES"),
 		qemu:        os.Getenv("QEMU_SYSTEM_X86_64"),
 		cpus:        2,
 	}
@@ -73,7 +87,7 @@ func requireEnv(t *testing.T) env {
 		}
 		e.cpus = n
 	}
-	for _, p := range []string{e.image, e.guestAgent, e.marina} {
+	for _, p := range []string{e.image, e.guestAgent, e.marina, e.images, e.lima0Sock} {
 		if p == "" {
 			continue
 		}
@@ -162,6 +176,8 @@ func newDriver(e env, home string) *lima.Driver {
 	prov := lima.DefaultProvision()
 	prov.Binaries = nil
 	d.Provision = &prov
+	// lima0: a socket network the test serves (lima0_test.go).
+	d.Networks = []limatype.Network{{Socket: e.lima0Sock}}
 	return d
 }
 
@@ -304,6 +320,18 @@ func TestVM(t *testing.T) {
 		if out, err := d.Exec(ctx, []string{"sh", "-c", "test ! -e /usr/local/bin/kind && test ! -e /usr/local/bin/kubectl"}, nil); err != nil {
 			return fmt.Errorf("the provisioning downloaded tools it was not given: %v %s", err, out)
 		}
+		if os.Getenv("MARINA_TEST_VM_RESTRICT") == "0" {
+			return nil
+		}
+		// No way out: an address of Debian's mirror (which this machine
+		// reaches) does not answer the VM.
+		ip := "151.101.2.132"
+		if ips, err := net.DefaultResolver.LookupIP(ctx, "ip4", "deb.debian.org"); err == nil && len(ips) > 0 {
+			ip = ips[0].String()
+		}
+		if out, err := d.Exec(ctx, []string{"curl", "-sS", "-m", "5", "-o", "/dev/null", "http://" + ip + "/"}, nil); err == nil {
+			return fmt.Errorf("the VM reached http://%s/ (%s): its network is not restricted", ip, out)
+		}
 		return nil
 	})
 
@@ -323,12 +351,13 @@ func TestVM(t *testing.T) {
 	})
 
 	// 4. marina up against the running VM, through the marina binary: the
-	// machine step finds it running (no restart, no new VM) and the bridge
-	// network is created in the VM's Docker. On qemu the VM has no lima0
-	// (see test/README.md), so up stops at the guest network step, before
-	// the route, the resolver and PostUp.
-	r.step("marina up: machine + bridge network in the VM; stops at the guest network step (no lima0 on qemu)", func() error {
-		return marinaUp(e, home)
+	// machine step finds it running (no restart, no new VM); the bridge
+	// network, the guest network (forwarding, no SNAT), the route to lima0
+	// (sudo, allowed by run.sh's drop-in), PostUp's local DNS containers and
+	// the resolver step (manual here: no systemd-resolved) all run. Then this
+	// machine asks the DNS container a question through the route.
+	r.step("marina up: bridge, guest network, route via lima0, PostUp (local DNS); DNS answers via the route", func() error {
+		return marinaUp(e, home, d)
 	})
 
 	// 5. Broken: the host agent is killed; Status says so; Start recovers.
@@ -405,6 +434,9 @@ func TestVM(t *testing.T) {
 	r.step("delete: instance directory gone, no qemu or host agent", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
+		if dir := os.Getenv("MARINA_TEST_VM_LOGS"); dir != "" {
+			saveLogs(t, instDir, dir) // the stop's logs, before they go
+		}
 		if err := d.Delete(ctx); err != nil {
 			return err
 		}
@@ -438,9 +470,17 @@ func saveLogs(t *testing.T, instDir, dir string) {
 	}
 }
 
-// marinaUp runs `marina up` for the test's lab and checks what it did in
-// the VM.
-func marinaUp(e env, home string) error {
+// marinaUp runs `marina up` for the test's lab and checks what it did: in
+// the VM, on this machine, and the path between them.
+func marinaUp(e env, home string, d *lima.Driver) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sock := lima.DockerSocket(home, vmName)
+	// The VM has no registry to pull from: the local DNS images come from
+	// this machine's Docker (run.sh saved them).
+	if err := dockerLoad(ctx, sock, e.images); err != nil {
+		return err
+	}
 	cfgPath := filepath.Join(home, ".marina", "config.yaml")
 	cfgYAML := fmt.Sprintf(`vm:
   driver: lima
@@ -451,6 +491,10 @@ func marinaUp(e env, home string) error {
   startTimeout: %s
 network:
   bridgeCIDR: %s
+images:
+  registry: marina-test/registry:v3.1.2
+  dnsEtcd: marina-test/etcd:v3.7.3
+  dnsServer: marina-test/coredns:v1.15.0
 registries:
   cacheStorage: guest
   mirrors: []
@@ -461,8 +505,6 @@ registries:
 	if err := os.WriteFile(cfgPath, []byte(cfgYAML), 0o644); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, e.marina, "up", "--progress", "plain")
 	cmd.Env = append(cleanEnv(), "HOME="+home, "MARINA_CONFIG="+cfgPath)
 	cmd.WaitDelay = 10 * time.Second
@@ -470,14 +512,16 @@ registries:
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		fmt.Printf("    marina up: %s\n", line)
 	}
-	if err == nil {
-		return errors.New("marina up succeeded on a qemu VM without lima0: update this test (and test/README.md): the guest network, route and PostUp steps now run")
+	if err != nil {
+		return fmt.Errorf("marina up: %v", err)
 	}
-	if !strings.Contains(string(out), "lima0") {
-		return fmt.Errorf("marina up failed (%v), but not for want of lima0 (the guest network step on qemu)", err)
+	// The driver reads lima0's address.
+	st, err := d.Status(ctx)
+	if err != nil || st.GuestIP != lima0Guest {
+		return fmt.Errorf("status after up = %+v, %v; want guest IP %s (lima0)", st, err, lima0Guest)
 	}
 	// The bridge network exists in the VM with the configured subnet.
-	b, err := dockerGet(lima.DockerSocket(home, vmName), "/networks/"+config.Default().Network.Name)
+	b, err := dockerGet(sock, "/networks/"+config.Default().Network.Name)
 	if err != nil {
 		return fmt.Errorf("the bridge network: %w", err)
 	}
@@ -487,6 +531,53 @@ registries:
 	}
 	if err := json.Unmarshal(b, &nw); err != nil || nw.Driver != "bridge" || len(nw.IPAM.Config) == 0 || nw.IPAM.Config[0].Subnet != bridge {
 		return fmt.Errorf("the bridge network in the VM = %s (%v), want a bridge on %s", b, err, bridge)
+	}
+	// This machine routes the bridge to lima0.
+	rt, err := exec.CommandContext(ctx, "ip", "-4", "route", "show", "exact", bridge).Output()
+	if err != nil || !strings.Contains(string(rt), "via "+lima0Guest) {
+		return fmt.Errorf("the route on this machine: %q (%v), want %s via %s", rt, err, bridge, lima0Guest)
+	}
+	fmt.Printf("    route: %s", rt)
+	// The local DNS server on the bridge answers this machine through it.
+	server := bridgeAddr(".255.53") + ":53"
+	rcode, err := dnsQuery(server, "demo.internal")
+	if err != nil {
+		return fmt.Errorf("DNS query to %s through the route: %w", server, err)
+	}
+	fmt.Printf("    dns: %s answered (rcode %d) for demo.internal\n", server, rcode)
+	return nil
+}
+
+// bridgeAddr is the bridge's <prefix>.x.y address for suffix ".x.y".
+func bridgeAddr(suffix string) string {
+	parts := strings.SplitN(bridge, ".", 3)
+	return parts[0] + "." + parts[1] + suffix
+}
+
+// dockerLoad loads a `docker save` archive into the engine on sock.
+func dockerLoad(ctx context.Context, sock, tarPath string) error {
+	f, err := os.Open(tarPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", sock)
+	}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://docker/images/load?quiet=1", f)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("load %s into the VM's Docker: %w", tarPath, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"error"`) {
+		return fmt.Errorf("load %s into the VM's Docker: %s: %s", tarPath, resp.Status, b)
 	}
 	return nil
 }
