@@ -119,10 +119,11 @@ test-setup:
 test-stress: test-setup
 	bash test/stress.sh
 
-## test-vm: the on-demand VM tier (test/vm, as root; not in CI: ~20-30 min
-## under TCG): a Debian image built offline (cached), Lima's guest agent, then
-## marina's lima driver boots, interrupts, breaks, recovers, stops and deletes
-## a real qemu VM as a user of its own; each step timed (test/README.md)
+## test-vm: the on-demand VM tier (test/vm, as root; not in CI: ~6 min under
+## TCG with the image cached): a Debian image built offline (cached), Lima's
+## guest agent, then marina's lima driver boots, interrupts, breaks, recovers,
+## stops and deletes a real qemu VM as a user of its own, and marina up runs
+## against it (lima0, route, local DNS); each step timed (test/README.md)
 .PHONY: test-vm
 test-vm:
 	bash test/vm/run.sh

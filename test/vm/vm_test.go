@@ -292,7 +292,7 @@ func TestVM(t *testing.T) {
 		}
 		return nil
 	})
-	r.step("guest: boot time, provisioning applied, no route out", func() error {
+	r.step("guest: boot time, provisioning applied, lima0 leased, no way out", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if out, err := d.Exec(ctx, []string{"systemd-analyze"}, nil); err == nil {
@@ -307,6 +307,9 @@ func TestVM(t *testing.T) {
 			{[]string{"cat", "/etc/systemd/system/docker.socket.d/override.conf"}, "SocketUser=lima"},
 			{[]string{"cat", "/var/lib/marina/versions"}, "docker.io="},
 			{[]string{"stat", "-c", "%U", "/run/docker.sock"}, "lima"},
+			// lima0: Lima's socket network, leased by run.sh's dnsmasq.
+			{[]string{"ip", "-o", "-4", "addr", "show", "dev", "lima0"}, "inet " + lima0Guest + "/24"},
+			{[]string{"ip", "-4", "route", "get", lima0Host}, "dev lima0"},
 		}
 		for _, c := range checks {
 			out, err := d.Exec(ctx, c.argv, nil)
