@@ -364,7 +364,7 @@ func TestVM(t *testing.T) {
 	})
 
 	// 5. Broken: the host agent is killed; Status says so; Start recovers.
-	r.step("Broken (host agent SIGKILLed) -> Start recovers it", func() error {
+	r.step("Broken (host agent SIGKILLed) -> Start recovers it; DNS via the route again", func() error {
 		if err := syscall.Kill(agentPID, syscall.SIGKILL); err != nil {
 			return err
 		}
@@ -397,8 +397,27 @@ func TestVM(t *testing.T) {
 		if qemuPID, err = readPID(filepath.Join(instDir, "qemu.pid")); err != nil {
 			return err
 		}
-		_, err = dockerGet(lima.DockerSocket(home, vmName), "/version")
-		return err
+		if _, err = dockerGet(lima.DockerSocket(home, vmName), "/version"); err != nil {
+			return err
+		}
+		// The lab is back: lima0 leased again, the guest network restored
+		// at boot, the DNS containers restarted (restart policy always),
+		// and the route on this machine still leads to them.
+		server := bridgeAddr(".255.53") + ":53"
+		ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		for {
+			rcode, err := dnsQuery(server, "demo.internal")
+			if err == nil {
+				fmt.Printf("    dns: %s answered (rcode %d) after the recovery\n", server, rcode)
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("DNS through the route after the recovery: %v (%w)", err, ctx.Err())
+			case <-time.After(2 * time.Second):
+			}
+		}
 	})
 
 	// 6. Stop: a power-down the guest sees (ACPI), not a kill.
