@@ -133,58 +133,60 @@ func snapshotUserLab(t testing.TB, homes []string) map[string]string {
 func snapshotLab(t testing.TB, ref labRef) map[string]string {
 	t.Helper()
 	snap := map[string]string{}
-	userNetwork, homes := ref.network, ref.homes
 
 	// The network: identity, addressing, options and who is attached.
 	var containers []string
-	if dockerExists(t, "network", userNetwork) {
-		snap["network "+userNetwork] = dockertest.Docker(t, "network", "inspect", "--format",
-			"{{.Id}} {{json .IPAM}} {{json .Options}} {{json .Labels}} {{.Driver}} {{.Internal}}", userNetwork)
-		attached := dockertest.Docker(t, "network", "inspect", "--format", "{{range $id, $c := .Containers}}{{$id}} {{end}}", userNetwork)
+	netID := ""
+	if dockerExists(t, "network", ref.network) {
+		info := dockertest.Docker(t, "network", "inspect", "--format",
+			"{{.Id}} {{json .IPAM}} {{json .Options}} {{json .Labels}} {{.Driver}} {{.Internal}}", ref.network)
+		netID, _, _ = strings.Cut(info, " ")
+		snap["network "+ref.network] = info
+		attached := dockertest.Docker(t, "network", "inspect", "--format", "{{range $id, $c := .Containers}}{{$id}} {{end}}", ref.network)
 		containers = strings.Fields(attached)
 		sort.Strings(containers)
-		snap["network "+userNetwork+" endpoints"] = strings.Join(containers, " ")
+		snap["network "+ref.network+" endpoints"] = strings.Join(containers, " ")
 	}
 	// Every container on it, and the DNS pair wherever they are: identity,
-	// state since when, restarts, what runs, ports, addresses.
+	// state since when, restarts, what runs, ports, addresses; and the
+	// volumes they mount (the line after the facts).
 	for _, name := range ref.containers {
 		if dockerExists(t, "container", name) {
 			containers = append(containers, name)
 		}
 	}
 	seen := map[string]bool{}
+	var vols []string
 	for _, c := range containers {
-		info := dockertest.Docker(t, "inspect", "--format",
+		out := dockertest.Docker(t, "inspect", "--format",
 			"{{.Id}} {{.Name}} {{.Created}} {{.State.Status}} {{.State.StartedAt}} {{.RestartCount}} {{.Config.Image}} "+
 				"{{json .Config.Cmd}} {{json .Config.Env}} {{json .Config.Labels}} {{json .HostConfig.PortBindings}} {{json .Mounts}} "+
-				"{{range $n, $e := .NetworkSettings.Networks}}{{$n}}={{$e.IPAddress}} {{end}}", c)
+				"{{range $n, $e := .NetworkSettings.Networks}}{{$n}}={{$e.IPAddress}} {{end}}"+
+				"\n"+`{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}`, c)
+		info, mounted, _ := strings.Cut(out, "\n")
 		id, _, _ := strings.Cut(info, " ")
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
-		snap["container "+id] = info
+		snap["container "+id] = strings.TrimSpace(info)
+		vols = append(vols, strings.Fields(mounted)...)
 	}
 	// The DNS records in the user's zone etcd (the tests' ExternalDNS and
 	// marina write only to the test lab's).
 	if ref.etcd != "" && dockertest.Docker(t, "ps", "-q", "--filter", "name=^"+ref.etcd+"$") != "" {
 		snap["etcd records"] = dockertest.Docker(t, "exec", ref.etcd, "etcdctl", "get", "--prefix", "/")
 	}
-	// The volumes the lab's containers mount.
-	var vols []string
-	for id := range seen {
-		out := dockertest.Docker(t, "inspect", "--format", `{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}`, id)
-		vols = append(vols, strings.Fields(out)...)
-	}
 	sort.Strings(vols)
 	for _, v := range vols {
 		snap["volume "+v] = dockertest.Docker(t, "volume", "inspect", "--format", "{{.CreatedAt}} {{json .Labels}} {{.Mountpoint}}", v)
 	}
-	// iptables rules that mention the user's bridge or its subnet.
+	// iptables rules that mention the lab's bridge (br-<first 12 of the
+	// network id>) or its subnet.
 	if rules, err := iptablesRules(); err == nil {
 		bridgeIf := ""
-		if id := dockertest.Docker(t, "network", "ls", "-q", "--filter", "name=^"+userNetwork+"$"); id != "" {
-			bridgeIf = "br-" + strings.Fields(id)[0]
+		if len(netID) >= 12 {
+			bridgeIf = "br-" + netID[:12]
 		}
 		var mine []string
 		for _, r := range rules {
@@ -196,7 +198,7 @@ func snapshotLab(t testing.TB, ref labRef) map[string]string {
 		snap["iptables"] = strings.Join(mine, "\n")
 	}
 	// The user's files: ~/.marina and ~/.kube, byte for byte.
-	for _, home := range homes {
+	for _, home := range ref.homes {
 		for _, dir := range []string{".marina", ".kube"} {
 			root := filepath.Join(home, dir)
 			err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -334,6 +336,9 @@ func TestSnapshotSeesChanges(t *testing.T) {
 		if _, ok := before[want]; !ok {
 			t.Errorf("the snapshot has no %q: %v", want, before)
 		}
+	}
+	if rules := before["iptables"]; !strings.Contains(rules, "172.28.0.0/16") || !strings.Contains(rules, "br-"+n.ID[:12]) {
+		t.Errorf("the snapshot's iptables rules lack the lab's subnet or bridge br-%s:\n%s", n.ID[:12], rules)
 	}
 
 	dockertest.Exec(t, etcd, "etcdctl", "put", "/skydns/internal/demo/x", `{"host":"172.28.1.16"}`)
