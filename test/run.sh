@@ -31,27 +31,20 @@ count="${PROC_COUNT:-1}"
 phases="${TEST_PHASES:-setup marina process harness e2e}"
 read -r -a extra <<<"${GOTESTFLAGS:-}"
 
-timed() {
-  local name="$1"; shift
-  local t0=$SECONDS
-  say "$name"
-  "$@"
-  local d=$(( SECONDS - t0 ))
-  say "$name: passed in ${d}s"
-  [ -z "${TEST_TIMINGS:-}" ] || printf 'make test: %-12s %5ss\n' "$name" "$d" >>"$TEST_TIMINGS"
-}
+# shellcheck source=test/timed.sh
+. test/timed.sh
 
 for phase in $phases; do
   case "$phase" in
-    setup) timed setup bash test/setup.sh ;;
+    setup) timed "make test" passed setup bash test/setup.sh ;;
     marina)
       # shellcheck disable=SC2046
-      timed marina go test -race -count=1 "${extra[@]}" $(go list ./... | grep -v '/test/' | grep -Ev "$proc_re") ;;
-    process) timed process go test -race -count="$count" "${extra[@]}" "${proc_pkgs[@]}" ;;
+      timed "make test" passed marina go test -race -count=1 "${extra[@]}" $(go list ./... | grep -v '/test/' | grep -Ev "$proc_re") ;;
+    process) timed "make test" passed process go test -race -count="$count" "${extra[@]}" "${proc_pkgs[@]}" ;;
     harness)
       # shellcheck disable=SC2046
-      timed harness go test -count=1 "${extra[@]}" $(go list ./test/... | grep -v '/test/e2e$') ;;
-    e2e) timed e2e go test -count=1 -v -timeout 30m "${extra[@]}" ./test/e2e ;;
+      timed "make test" passed harness go test -count=1 "${extra[@]}" $(go list ./test/... | grep -v '/test/e2e$') ;;
+    e2e) timed "make test" passed e2e go test -count=1 -v -timeout 30m "${extra[@]}" ./test/e2e ;;
     *) say "unknown phase $phase (setup marina process harness e2e)"; exit 2 ;;
   esac
 done

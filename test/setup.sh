@@ -25,15 +25,9 @@ die() { say "ERROR: $*"; exit 1; }
 
 skip() { [ -z "${CI:-}" ] && [ "${!1:-}" = 1 ]; }
 
-step() {
-  local what="$1"; shift
-  local t0=$SECONDS
-  say "$what"
-  "$@"
-  local d=$(( SECONDS - t0 ))
-  say "$what: ready in ${d}s"
-  [ -z "${TEST_TIMINGS:-}" ] || printf 'test-setup: %-22s %5ss\n' "${what%% (*}" "$d" >>"$TEST_TIMINGS"
-}
+# shellcheck source=test/timed.sh
+. test/timed.sh
+step() { timed test-setup ready "$@"; }
 
 docker_engine() {
   if [ "$(id -u)" -eq 0 ]; then
