@@ -353,6 +353,8 @@ func (d *Driver) findGuestAgent(ctx context.Context) (path string, looked []stri
 // ensureGuestAgent makes sure a guest agent is there before a start: the
 // override must exist; otherwise it is looked up (findGuestAgent) and, as
 // a last resort, built with the local Go toolchain into ~/.marina/share/lima.
+// What it found or built is what the start then uses (guestAgentPath), so
+// the places are not searched again.
 func (d *Driver) ensureGuestAgent(ctx context.Context, say func(string)) error {
 	if say == nil {
 		say = func(string) {}
@@ -366,6 +368,7 @@ func (d *Driver) ensureGuestAgent(ctx context.Context, say func(string)) error {
 	}
 	path, looked := d.findGuestAgent(ctx)
 	if path != "" {
+		d.guestAgent = path
 		return nil
 	}
 	goBin, err := d.host.find("go")
@@ -384,6 +387,7 @@ func (d *Driver) ensureGuestAgent(ctx context.Context, say func(string)) error {
 			"Install marina's release archive or Homebrew formula instead (they ship it)", name, strings.Join(looked, "; "), err)
 	}
 	say(fmt.Sprintf("built %s in %s", out, time.Since(start).Round(time.Second)))
+	d.guestAgent = out
 	return nil
 }
 

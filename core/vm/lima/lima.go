@@ -53,6 +53,9 @@ type Driver struct {
 
 	// pending is the change the last Start left unapplied on a running VM.
 	pending Resize
+	// guestAgent is the guest agent the last preflight found or built
+	// (ensureGuestAgent); "" before one ran.
+	guestAgent string
 
 	cfg          *config.Config
 	home         string
@@ -493,9 +496,13 @@ func (d *Driver) preflight(ctx context.Context, say func(string)) error {
 
 func (d *Driver) shareLima() string { return filepath.Join(d.home, ".marina", "share", "lima") }
 
-// guestAgentPath is the guest agent to start the VM with (the override, or
-// the first found in guestAgentPlaces), or "".
+// guestAgentPath is the guest agent to start the VM with: the override,
+// what the preflight found or built, or else the first found in
+// guestAgentPlaces; "" when there is none.
 func (d *Driver) guestAgentPath() string {
+	if d.GuestAgent == "" && d.guestAgent != "" {
+		return d.guestAgent
+	}
 	p, _ := d.findGuestAgent(context.Background())
 	return p
 }
