@@ -46,7 +46,9 @@ type Status struct {
 	// Arch is the machine's architecture (GOARCH spelling).
 	Arch string `json:"arch,omitempty"`
 	// Drift lists config values that differ from what the VM was created
-	// with (they take effect only after `marina destroy && marina up`).
+	// with, one "<key>: ..." line each: vm.cpus, vm.memory and vm.disk are
+	// applied by `marina up` (a running VM after a restart), the others only
+	// after `marina destroy && marina up`.
 	Drift []string `json:"drift,omitempty"`
 }
 
