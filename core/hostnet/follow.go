@@ -48,13 +48,6 @@ type Follower struct {
 	sudoHinted bool
 }
 
-// FollowRoute keeps route pointing at the address getAddr returns, looking
-// every interval, until ctx is done. See [Follower].
-func FollowRoute(ctx context.Context, getAddr func(ctx context.Context) (netip.Addr, error), route *Route, interval time.Duration, logf func(string, ...any)) {
-	f := &Follower{Route: func() *Route { return route }, Addr: getAddr, Interval: interval, Logf: logf}
-	f.Run(ctx)
-}
-
 // Run looks at once, then every Interval, until ctx is done.
 func (f *Follower) Run(ctx context.Context) {
 	tick := f.tick
@@ -148,11 +141,8 @@ func (f *Follower) look(ctx context.Context) {
 	}
 	f.logf("route %s is %s, the VM is at %s: running %s", r.CIDR, was, addr, renderCmds(cmds, !r.Priv.IsRoot))
 	for _, c := range cmds {
-		argv := c.Argv
-		if !r.Priv.IsRoot {
-			argv = append([]string{"sudo", "-n", "--"}, argv...)
-		}
-		if _, err := r.Priv.Runner.Run(ctx, argv, c.Stdin); err != nil {
+		// Privileged's argv without a terminal: sudo -n, never a prompt.
+		if _, err := r.Priv.Runner.Run(ctx, nonInteractive(r.Priv).argv(c.Argv), c.Stdin); err != nil {
 			if ctx.Err() != nil {
 				return
 			}

@@ -251,6 +251,13 @@ func (p *Privileged) Do(ctx context.Context, reason string, cmds ...Cmd) error {
 	return nil
 }
 
+// nonInteractive is p as used without a terminal: sudo never prompts.
+func nonInteractive(p *Privileged) *Privileged {
+	q := *p
+	q.Interactive = false
+	return &q
+}
+
 // argv prefixes sudo when needed; without a terminal sudo gets -n, so it
 // fails instead of prompting even if its credential cache expired since the
 // `sudo -n -l` probe.
