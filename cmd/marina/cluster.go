@@ -143,8 +143,8 @@ func checkCreateFlags(fl *pflag.FlagSet, spec lab.ClusterSpec, nodeVersion strin
 	lbl, err := parseLabels(labels)
 	if err != nil {
 		errs = append(errs, err)
-	} else if err := validateLabels(lbl); err != nil {
-		for _, e := range flatten(err) {
+	} else {
+		for _, e := range labelProblems(lbl) {
 			errs = append(errs, fmt.Errorf("--label: %w", e))
 		}
 	}
@@ -152,14 +152,6 @@ func checkCreateFlags(fl *pflag.FlagSet, spec lab.ClusterSpec, nodeVersion strin
 		errs = append(errs, errors.New("--plugins and --no-plugin do not mix: list the plugins to run, or the ones to skip"))
 	}
 	return lbl, usageProblems(errs)
-}
-
-// flatten lists the errors joined in err (errors.Join), or err alone.
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // usageProblems is nil, the one problem, or every problem one per line
@@ -512,14 +504,15 @@ func labelEdits(labels []string) (map[string]string, error) {
 		}
 		set[k] = v
 	}
-	if err := validateLabels(set); err != nil {
+	if err := errors.Join(labelProblems(set)...); err != nil {
 		return nil, exitcode.NewUsage(err)
 	}
 	return set, nil
 }
 
-// (a value of "-" asks for the key's removal).
-func validateLabels(labels map[string]string) error {
+// labelProblems checks each label by Kubernetes' rules (kind.ValidateLabel),
+// one error per bad label (a value of "-" asks for the key's removal).
+func labelProblems(labels map[string]string) []error {
 	var errs []error
 	for k, v := range labels {
 		if v == "-" {
@@ -529,7 +522,7 @@ func validateLabels(labels map[string]string) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // pluginExclusions turns --plugins (only) or --no-plugin (skip) into the
