@@ -75,7 +75,7 @@ var (
 type base struct{}
 
 func (base) Info() sdk.Info {
-	info := sdk.Info{Name: *name, Version: *version, Description: "test plugin", Config: &Config{Mode: "ok"}, Outputs: []string{"chain", "start", "end"}}
+	info := sdk.Info{Name: *name, Version: *version, Description: "test plugin", Config: &Config{Mode: "ok"}, Outputs: []string{"chain", "stateDir", "start", "end"}}
 	for _, d := range strings.Split(*deps, ",") {
 		if d == "" {
 			continue
