@@ -8,14 +8,20 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"go/format"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
 )
 
 //go:embed template/*.tmpl
@@ -47,10 +53,19 @@ func Write(o Options) ([]string, error) {
 	if o.Module == "" {
 		o.Module = "example.com/marina-plugin-" + o.Name
 	}
+	if err := module.CheckImportPath(o.Module); err != nil {
+		var ipe *module.InvalidPathError
+		if errors.As(err, &ipe) {
+			err = ipe.Err // the reason, without the whole (perhaps huge) path again
+		}
+		return nil, fmt.Errorf("--module %s is not a valid Go module path (%v): use slash-separated letters, digits and '-._~', e.g. github.com/you/marina-plugin-%s", excerpt(o.Module), err, o.Name)
+	}
 	if o.Description == "" {
 		o.Description = "The " + o.Name + " marina plugin."
 	}
-	o.Description = strings.ReplaceAll(o.Description, `"`, `'`)
+	if err := checkDescription(o.Description); err != nil {
+		return nil, err
+	}
 	switch {
 	case o.SDKPath != "":
 		abs, err := filepath.Abs(o.SDKPath)
@@ -60,16 +75,18 @@ func Write(o Options) ([]string, error) {
 		if _, err := os.Stat(filepath.Join(abs, "sdk", "sdk.go")); err != nil {
 			return nil, fmt.Errorf("--sdk %s is not a marina checkout (no sdk/sdk.go)", o.SDKPath)
 		}
+		if strings.ContainsFunc(abs, unicode.IsControl) {
+			return nil, fmt.Errorf("--sdk %s: the path contains control characters (a newline?); move the checkout to a plain path", excerpt(o.SDKPath))
+		}
 		o.SDKPath = abs
 		if o.SDKVersion == "" {
 			o.SDKVersion = "v0.0.0"
 		}
 	case o.SDKVersion == "":
 		return nil, errors.New("no SDK version: this marina is a development build; pass --sdk /path/to/marina/checkout (or --sdk-version vX.Y.Z)")
-	default:
-		if _, err := semver.StrictNewVersion(strings.TrimPrefix(o.SDKVersion, "v")); err != nil || !strings.HasPrefix(o.SDKVersion, "v") {
-			return nil, fmt.Errorf("SDK version %q must look like v1.2.3", o.SDKVersion)
-		}
+	}
+	if _, err := semver.StrictNewVersion(strings.TrimPrefix(o.SDKVersion, "v")); err != nil || !strings.HasPrefix(o.SDKVersion, "v") {
+		return nil, fmt.Errorf("SDK version %s must look like v1.2.3", strconv.Quote(o.SDKVersion))
 	}
 	if entries, err := os.ReadDir(o.Dir); err == nil && len(entries) > 0 {
 		return nil, fmt.Errorf("%s already exists and is not empty; choose another directory", o.Dir)
@@ -87,15 +104,11 @@ func Write(o Options) ([]string, error) {
 	// Render everything first: nothing is written if a template fails.
 	rendered := map[string][]byte{}
 	for src, dst := range files {
-		t, err := template.ParseFS(templates, "template/"+src)
+		out, err := render(src, o)
 		if err != nil {
-			return nil, err
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, o); err != nil {
 			return nil, fmt.Errorf("rendering %s: %w", dst, err)
 		}
-		rendered[dst] = b.Bytes()
+		rendered[dst] = out
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
@@ -108,4 +121,62 @@ func Write(o Options) ([]string, error) {
 		written = append(written, dst)
 	}
 	return written, nil
+}
+
+// funcs quote user input for the language of the file it lands in: every
+// string value in Go source goes through quote, every path in go.mod through
+// modpath. Nothing the user types is pasted into code unquoted.
+var funcs = template.FuncMap{
+	"quote":   strconv.Quote,
+	"modpath": modfile.AutoQuote,
+}
+
+// render executes one template; Go files must parse and are gofmt'ed, and
+// go.mod must parse, so a scaffold that would not build is an error here
+// rather than a surprise in the user's `go build`.
+func render(src string, o Options) ([]byte, error) {
+	t, err := template.New(src).Funcs(funcs).ParseFS(templates, "template/"+src)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, o); err != nil {
+		return nil, err
+	}
+	switch {
+	case strings.HasSuffix(src, ".go.tmpl"):
+		return format.Source(b.Bytes())
+	case src == "go.mod.tmpl":
+		if _, err := modfile.Parse("go.mod", b.Bytes(), nil); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bytes(), nil
+}
+
+// maxDescription bounds --description: it is one line in `plugin list` and `plugin info`.
+const maxDescription = 200
+
+// checkDescription accepts one line of printable text. Quotes, backslashes
+// and backticks are fine (they are quoted in the Go source); newlines,
+// tabs and other control characters are not: the description is shown on
+// one line in marina's listings and must not carry terminal escapes.
+func checkDescription(d string) error {
+	switch {
+	case !utf8.ValidString(d):
+		return errors.New("--description is not valid UTF-8; write one line of text")
+	case utf8.RuneCountInString(d) > maxDescription:
+		return fmt.Errorf("--description is %d characters long; keep it to one line of at most %d", utf8.RuneCountInString(d), maxDescription)
+	case strings.ContainsFunc(d, unicode.IsControl):
+		return fmt.Errorf("--description %s contains a newline, tab or other control character; write one line of plain text", excerpt(d))
+	}
+	return nil
+}
+
+// excerpt quotes s for an error message, cut to its first 60 characters.
+func excerpt(s string) string {
+	if r := []rune(s); len(r) > 60 {
+		return strconv.Quote(string(r[:60])) + "…"
+	}
+	return strconv.Quote(s)
 }
