@@ -28,6 +28,8 @@ var (
 	ErrNotPlugin = errors.New("not a plugin binary or archive")
 	// ErrInvalid: a manifest or description is malformed or inconsistent.
 	ErrInvalid = errors.New("invalid plugin")
+	// ErrBuiltinName: the plugin has the name of a plugin built into marina.
+	ErrBuiltinName = errors.New("plugin name taken by a built-in plugin")
 	// ErrVersionExists: a different build of the same version is installed.
 	ErrVersionExists = errors.New("a different build of this plugin version is installed")
 )

@@ -54,6 +54,9 @@ const (
 // oci:// reference as given.
 func classifySource(src string) (sourceKind, string, error) {
 	switch {
+	case strings.TrimSpace(src) == "":
+		// filepath.Abs("") is the working directory: never install that by accident.
+		return 0, "", newError(ErrInvalid, "plugin source is empty; give a plugin binary, a directory or .tar.gz with a marina-plugin.json, an https:// URL or an oci:// reference (for the current directory, write .)")
 	case strings.HasPrefix(src, "oci://"):
 		return srcOCI, src, nil
 	case strings.HasPrefix(src, "https://"):
@@ -187,6 +190,9 @@ func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, targe
 	}
 	if err := checkDescription(desc, f.manifest, constraint, source); err != nil {
 		return nil, err
+	}
+	if s.isBuiltin(desc.Name) {
+		return nil, newError(ErrBuiltinName, fmt.Sprintf("the plugin binary from %s calls itself %s, the name of a plugin built into marina: the built-in always wins, so this plugin would never run. Rename it (sdk.Info Name) and rebuild; nothing was installed", source, desc.Name))
 	}
 
 	inst := &Installed{

@@ -232,6 +232,17 @@ func (s *Store) VerifyAll() ([]VerifyResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.VerifyInstalls(lf)
+}
+
+// VerifyInstalls is VerifyAll against the lock file lf, already read. With
+// a nil lf (the lock file is unreadable) every binary is still checked
+// against the sha256 recorded in its manifest, so `plugin list` can show a
+// modified binary even next to a corrupt lock file.
+func (s *Store) VerifyInstalls(lf *LockFile) ([]VerifyResult, error) {
+	if lf == nil {
+		lf = &LockFile{Version: LockFileVersion, Plugins: map[string]LockEntry{}}
+	}
 	insts, listErr := s.List()
 	var out []VerifyResult
 	pinnedHere := map[string]bool{}

@@ -25,6 +25,7 @@ import (
 var bins struct {
 	v120, v130, v200 string // this machine's platform
 	other            string // 1.2.0 built for otherArch
+	metallb          string // 1.0.0 calling itself metallb, a built-in's name
 }
 
 // otherArch is a CPU architecture this machine is not.
@@ -41,22 +42,23 @@ func TestMain(m *testing.M) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		builds := []struct {
-			out           *string
-			version, arch string
+			out                 *string
+			name, version, arch string
 		}{
-			{&bins.v120, "1.2.0", runtime.GOARCH},
-			{&bins.v130, "1.3.0", runtime.GOARCH},
-			{&bins.v200, "2.0.0", runtime.GOARCH},
-			{&bins.other, "1.2.0", otherArch},
+			{&bins.v120, "acme", "1.2.0", runtime.GOARCH},
+			{&bins.v130, "acme", "1.3.0", runtime.GOARCH},
+			{&bins.v200, "acme", "2.0.0", runtime.GOARCH},
+			{&bins.other, "acme", "1.2.0", otherArch},
+			{&bins.metallb, "metallb", "1.0.0", runtime.GOARCH},
 		}
 		errs := make([]error, len(builds))
 		var wg sync.WaitGroup
 		for i, b := range builds {
-			*b.out = filepath.Join(dir, fmt.Sprintf("marina-plugin-acme_%s_%s", b.version, b.arch))
+			*b.out = filepath.Join(dir, fmt.Sprintf("marina-plugin-%s_%s_%s", b.name, b.version, b.arch))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				cmd := exec.CommandContext(ctx, "go", "build", "-o", *b.out, "-ldflags", "-s -w -X main.version="+b.version, "./testdata/plugin")
+				cmd := exec.CommandContext(ctx, "go", "build", "-o", *b.out, "-ldflags", "-s -w -X main.name="+b.name+" -X main.version="+b.version, "./testdata/plugin")
 				cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+b.arch)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					errs[i] = fmt.Errorf("build test plugin %s for %s: %v\n%s", b.version, b.arch, err, out)

@@ -87,6 +87,10 @@ type Store struct {
 	DescribeTimeout time.Duration
 	// Now returns the install time; nil means time.Now.
 	Now func() time.Time
+	// BuiltinNames are the plugins built into marina. Install refuses a
+	// plugin that calls itself one of them: the built-in would always be
+	// chosen and the installed plugin would never run.
+	BuiltinNames []string
 
 	lockMu sync.Mutex // serialises lock file read-modify-writes in this process
 }
@@ -115,6 +119,15 @@ func (s *Store) describeTimeout() time.Duration {
 		return s.DescribeTimeout
 	}
 	return DefaultDescribeTimeout
+}
+
+func (s *Store) isBuiltin(name string) bool {
+	for _, b := range s.BuiltinNames {
+		if b == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Store) now() time.Time {
@@ -300,6 +313,18 @@ func (s *Store) Get(name, version string) (*Installed, error) {
 // can run. If none does, the error lists every installed version and why the
 // constraint rejected it.
 func (s *Store) Resolve(name, constraint string) (*Installed, error) {
+	return s.resolve(name, constraint, func(string) bool { return false })
+}
+
+// ResolveAfterRemove returns what Resolve(name, constraint) would select
+// once version of name (every version when "") is removed: `plugin remove`
+// uses it to tell whether an enabled plugin would be left with nothing to run.
+func (s *Store) ResolveAfterRemove(name, constraint, version string) (*Installed, error) {
+	return s.resolve(name, constraint, func(v string) bool { return version == "" || v == version })
+}
+
+// resolve is Resolve, ignoring the installed versions removed reports.
+func (s *Store) resolve(name, constraint string, removed func(version string) bool) (*Installed, error) {
 	if !nameRE.MatchString(name) {
 		return nil, newError(ErrInvalid, fmt.Sprintf("plugin name %q is invalid: lower-case letters, digits and '-', starting with a letter", name))
 	}
@@ -311,7 +336,13 @@ func (s *Store) Resolve(name, constraint string) (*Installed, error) {
 	if err != nil {
 		return nil, newError(ErrInvalid, fmt.Sprintf("plugin %s: version constraint %q is invalid: %v; write e.g. \"^1.2\" or \">=1.2, <2\"", name, constraint, err))
 	}
-	insts, errs := s.listPlugin(name)
+	all, errs := s.listPlugin(name)
+	var insts []Installed
+	for _, inst := range all {
+		if !removed(inst.Version) {
+			insts = append(insts, inst)
+		}
+	}
 	runnable := map[string]int{}
 	for i, p := range runnablePlatforms() {
 		runnable[p.String()] = i
