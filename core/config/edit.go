@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bcollard/marina/core/atomicfile"
+	"github.com/bcollard/marina/core/userfile"
 )
 
 // SetPluginEnabled sets plugins.<name>.enabled in the config file at path,
@@ -20,14 +21,20 @@ func SetPluginEnabled(path, name string, enabled bool) error {
 	if !pluginName.MatchString(name) {
 		return &ValidationError{Problems: []Problem{{Path: "plugins." + name, Message: fmt.Sprintf("%q is not a valid plugin name: lower-case letters, digits and '-', starting with a letter", name)}}}
 	}
-	data, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	data, err := userfile.ReadFile(path, userfile.MaxSize)
+	var refused *userfile.Error
+	switch {
+	case errors.As(err, &refused):
+		return &ValidationError{File: path, Problems: []Problem{{Path: "(file)", Message: refused.Reason + " (the config file)", Where: path}}}
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return &ValidationError{File: path, Problems: []Problem{{Path: "(file)", Message: fmt.Sprintf("not valid YAML: %v", err), Where: path}}}
+	// One document only: writing back the first of two would drop the second.
+	parsed, p := parseDocument(path, data)
+	if p != nil {
+		return &ValidationError{File: path, Problems: []Problem{*p}}
 	}
+	doc := *parsed
 	if doc.Kind == 0 {
 		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode}}}
 	}

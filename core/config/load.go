@@ -12,6 +12,8 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bcollard/marina/core/userfile"
 )
 
 // SourceKind says which layer a value came from.
@@ -61,6 +63,44 @@ type Loaded struct {
 	Sources map[string]Source
 	// Warnings are non-fatal findings, e.g. a MARINA_* variable that sets no key.
 	Warnings []string
+
+	// Where each key was written, for Locate: file positions (plugin config
+	// keys included), --set flags (one per key set) and MARINA_* variables.
+	lines map[string]string
+	sets  map[string]string
+	env   map[string]string
+}
+
+// Locate says where the value at path came from: "config.yaml:12:5",
+// "--set plugins.x.config.a=1", "env MARINA_VM_CPUS" or "" (a default). It
+// answers for paths this package does not check itself, such as a field of a
+// plugin's config that the plugin found wrong ("plugins.acme.config.pools[0].name"):
+// a path that was not written itself is located at its nearest written parent.
+// A --set of the path or of a parent wins over the file, as its value does.
+func (l *Loaded) Locate(path string) string {
+	for p := path; p != ""; p = parentPath(p) {
+		if kv, ok := l.sets[p]; ok {
+			return kv
+		}
+	}
+	for p := path; p != ""; p = parentPath(p) {
+		if name, ok := l.env[p]; ok {
+			return "env " + name
+		}
+		if where, ok := l.lines[p]; ok {
+			return where
+		}
+	}
+	return ""
+}
+
+// parentPath strips the last ".key" or "[i]" of path.
+func parentPath(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
+	}
+	return path[:i]
 }
 
 // ResolvePath returns the config file path and whether it was named explicitly
@@ -90,7 +130,7 @@ func Load(opts LoadOptions) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loaded{Path: path, Sources: map[string]Source{}}
+	l := &Loaded{Path: path, Sources: map[string]Source{}, sets: map[string]string{}, env: map[string]string{}}
 	var problems []Problem
 
 	v := viper.New()
@@ -108,8 +148,11 @@ func Load(opts LoadOptions) (*Loaded, error) {
 	// The file: checked strictly first, then its clean part handed to viper.
 	var fileCfg Config
 	var lines map[string]string
-	data, err := os.ReadFile(path)
+	data, err := userfile.ReadFile(path, userfile.MaxSize)
+	var refused *userfile.Error
 	switch {
+	case errors.As(err, &refused):
+		return nil, &ValidationError{File: path, Problems: []Problem{{Path: "(file)", Message: refused.Reason + " (the config file)", Where: path}}}
 	case err == nil:
 		l.FileExists = true
 		sf := checkFile(path, data)
@@ -145,6 +188,7 @@ func Load(opts LoadOptions) (*Loaded, error) {
 		if !ok {
 			continue
 		}
+		l.env[leaf.Path] = name
 		if err := parseScalar(val, "", leaf.Type); err != nil {
 			problems = append(problems, Problem{Path: leaf.Path, Message: err.Error(), Where: "env " + name})
 			continue
@@ -174,6 +218,7 @@ func Load(opts LoadOptions) (*Loaded, error) {
 			problems = append(problems, *p)
 			continue
 		}
+		l.sets[key] = "--set " + kv
 		if name, ck, ok := pluginConfigKey(key); ok {
 			if pluginSets[name] == nil {
 				pluginSets[name] = map[string]string{}
@@ -189,6 +234,16 @@ func Load(opts LoadOptions) (*Loaded, error) {
 	cfg := &Config{}
 	if err := v.Unmarshal(cfg, func(dc *mapstructure.DecoderConfig) { dc.TagName = "yaml" }); err != nil {
 		return nil, fmt.Errorf("decoding configuration: %w", err)
+	}
+	for _, name := range sortedKeys(pluginSets) {
+		if _, ok := cfg.Plugins[name]; !ok {
+			// Nothing else names this plugin: its config would go nowhere.
+			for _, ck := range sortedKeys(pluginSets[name]) {
+				key := "plugins." + name + ".config." + ck
+				problems = append(problems, Problem{Path: key, Where: l.sets[key],
+					Message: fmt.Sprintf("plugin %s is not in the configuration, so this config would be ignored; check the name (marina plugin list), or enable it too with --set plugins.%s.enabled=true", name, name)})
+			}
+		}
 	}
 	for name, pc := range cfg.Plugins {
 		pc.Config = fileCfg.Plugins[name].Config
@@ -230,21 +285,24 @@ func Load(opts LoadOptions) (*Loaded, error) {
 	deriveDNS(cfg, l.Sources)
 
 	l.Config = cfg
+	l.lines = lines
 	problems = append(problems, Validate(cfg)...)
 	if len(problems) > 0 {
 		for i := range problems {
 			if problems[i].Where == "" {
 				if s, ok := l.Sources[problems[i].Path]; ok && s.Kind != FromDefault {
 					problems[i].Where = s.Detail
-				} else if w, ok := lines[problems[i].Path]; ok {
-					problems[i].Where = w
+				} else {
+					problems[i].Where = l.Locate(problems[i].Path)
 				}
 			}
+			problems[i] = problems[i].bounded()
 		}
 		file := ""
 		if l.FileExists {
 			file = path
 		}
+		SortProblems(file, problems)
 		return l, &ValidationError{File: file, Problems: problems}
 	}
 	return l, nil

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"time"
@@ -23,9 +26,9 @@ type strictFile struct {
 // keys and values of the wrong type are problems naming the file and line.
 func checkFile(name string, data []byte) *strictFile {
 	sf := &strictFile{lines: map[string]string{}}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		sf.problems = append(sf.problems, Problem{Path: "(file)", Message: fmt.Sprintf("not valid YAML: %v", err), Where: name})
+	doc, p := parseDocument(name, data)
+	if p != nil {
+		sf.problems = append(sf.problems, *p)
 		return sf
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 { // empty file
@@ -42,6 +45,44 @@ func checkFile(name string, data []byte) *strictFile {
 	return sf
 }
 
+// parseDocument parses the one YAML document of a config file (Kind 0 when
+// the file holds none). A second document after "---" is a problem at its
+// line, not silently ignored; so is a syntax error.
+func parseDocument(name string, data []byte) (doc *yaml.Node, p *Problem) {
+	defer func() { // the YAML library must never take the process down
+		if r := recover(); r != nil {
+			doc, p = nil, &Problem{Path: "(file)", Message: fmt.Sprintf("the YAML parser failed (%v); check the file's syntax", r), Where: name}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	doc = &yaml.Node{}
+	switch err := dec.Decode(doc); {
+	case errors.Is(err, io.EOF):
+		return &yaml.Node{}, nil
+	case err != nil:
+		return nil, &Problem{Path: "(file)", Message: clip(fmt.Sprintf("not valid YAML: %v", err), maxMessage), Where: name}
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, &Problem{Path: "(file)", Message: clip(fmt.Sprintf("not valid YAML: %v", err), maxMessage), Where: name}
+	case !isEmptyDocument(&extra):
+		return nil, &Problem{Path: "(file)", Message: fmt.Sprintf("a second YAML document starts at line %d ('---'); a config file holds one document: merge its keys into the first one or remove it", extra.Line), Where: fmt.Sprintf("%s:%d:%d", name, extra.Line, extra.Column)}
+	}
+	return doc, nil
+}
+
+// isEmptyDocument reports whether a document holds nothing (a trailing
+// "---", or only comments).
+func isEmptyDocument(doc *yaml.Node) bool {
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return true
+	}
+	r := doc.Content[0]
+	return r.Kind == yaml.ScalarNode && r.Tag == "!!null"
+}
+
 type checker struct {
 	file   string
 	sf     *strictFile
@@ -55,11 +96,33 @@ func (c *checker) where(n *yaml.Node) string {
 	return fmt.Sprintf("%s:%d:%d", c.file, n.Line, n.Column)
 }
 
+// line records where path is written, unless it already is (through an
+// alias the same node can be reached again).
+func (c *checker) line(path string, n *yaml.Node) {
+	if _, ok := c.sf.lines[path]; !ok && len(c.sf.lines) < maxVisits {
+		c.sf.lines[path] = c.where(n)
+	}
+}
+
 func (c *checker) problem(path string, n *yaml.Node, format string, args ...any) {
 	if path == "" {
 		path = "(top level)"
 	}
-	c.sf.problems = append(c.sf.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...), Where: c.where(n)})
+	c.sf.problems = append(c.sf.problems, Problem{Path: path, Message: fmt.Sprintf(format, clipArgs(args)...), Where: c.where(n)})
+}
+
+// visit counts a node against maxVisits. Past the limit it reports the
+// problem once, at the first node not read, and returns false: the rest is
+// dropped from the clean document, and the file is invalid, never silently
+// shortened.
+func (c *checker) visit(n *yaml.Node, path string) bool {
+	if c.visits++; c.visits <= maxVisits {
+		return true
+	}
+	if c.visits == maxVisits+1 {
+		c.problem(path, n, "the file expands to more than %d YAML nodes (aliases, or a very large section); nothing from here on is read: make it smaller", maxVisits)
+	}
+	return false
 }
 
 // walk checks node n against schema f at path. It returns false when n is
@@ -68,10 +131,7 @@ func (c *checker) walk(n *yaml.Node, f *field, path string) bool {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
-	if c.visits++; c.visits > maxVisits {
-		if c.visits == maxVisits+1 {
-			c.problem(path, n, "the document expands to more than %d nodes (YAML aliases?); simplify it", maxVisits)
-		}
+	if !c.visit(n, path) {
 		return false
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
@@ -150,7 +210,7 @@ func (c *checker) freeForm(n *yaml.Node, path string) bool {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
-	if c.visits++; c.visits > maxVisits {
+	if !c.visit(n, path) {
 		return false
 	}
 	ok := true
@@ -166,11 +226,15 @@ func (c *checker) freeForm(n *yaml.Node, path string) bool {
 				ok = false
 				continue
 			}
-			ok = c.freeForm(val, joinPath(path, key.Value)) && ok
+			p := joinPath(path, key.Value)
+			c.line(p, key) // a plugin's verdict on this key is reported at this line
+			ok = c.freeForm(val, p) && ok
 		}
 	case yaml.SequenceNode:
 		for i, item := range n.Content {
-			ok = c.freeForm(item, fmt.Sprintf("%s[%d]", path, i)) && ok
+			p := fmt.Sprintf("%s[%d]", path, i)
+			c.line(p, item)
+			ok = c.freeForm(item, p) && ok
 		}
 	}
 	return ok
@@ -182,7 +246,7 @@ func (c *checker) walkElem(n *yaml.Node, elem *field, path string) bool {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
-	if c.visits++; c.visits > maxVisits {
+	if !c.visit(n, path) {
 		return false
 	}
 	return c.mapping(n, path, func(key, val *yaml.Node) bool {
@@ -242,15 +306,15 @@ func parseScalar(s, tag string, t reflect.Type) error {
 	switch {
 	case t == durationType:
 		if _, err := time.ParseDuration(s); err != nil || (tag != "" && tag != "!!str") {
-			return fmt.Errorf("must be %s, got %q", typeName(t), s)
+			return fmt.Errorf("must be %s, got %q", typeName(t), excerpt(s))
 		}
 	case t.Kind() == reflect.Int:
 		if _, err := strconv.Atoi(s); err != nil || (tag != "" && tag != "!!int") {
-			return fmt.Errorf("must be %s, got %q", typeName(t), s)
+			return fmt.Errorf("must be %s, got %q", typeName(t), excerpt(s))
 		}
 	case t.Kind() == reflect.Bool:
 		if _, err := strconv.ParseBool(s); err != nil || (tag != "" && tag != "!!bool") {
-			return fmt.Errorf("must be %s, got %q", typeName(t), s)
+			return fmt.Errorf("must be %s, got %q", typeName(t), excerpt(s))
 		}
 	}
 	return nil
@@ -263,7 +327,7 @@ func describe(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
+		return fmt.Sprintf("%q", excerpt(n.Value))
 	default:
 		return "something else"
 	}

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -30,7 +32,7 @@ const apiPortFirst, apiPortLast = slot.APIPortBase + slot.Min, slot.APIPortBase 
 func Validate(c *Config) []Problem {
 	var ps []Problem
 	add := func(path, format string, args ...any) {
-		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, clipArgs(args)...)})
 	}
 
 	// vm
@@ -165,7 +167,11 @@ func Validate(c *Config) []Problem {
 }
 
 func checkSize(add func(string, string, ...any), path, val string, minimum int64) {
-	n, err := units.RAMInBytes(val)
+	n, err := parseSize(val)
+	if errors.Is(err, errSizeTooLarge) {
+		add(path, "%s is too large: a size must be less than 8EiB; write it like 10GiB or 512MiB", val)
+		return
+	}
 	if err != nil || val == "" {
 		add(path, "%q is not a size; write it like 10GiB or 512MiB", val)
 		return
@@ -173,6 +179,36 @@ func checkSize(add func(string, string, ...any), path, val string, minimum int64
 	if n < minimum {
 		add(path, "%s is too small; at least %s is needed", val, units.BytesSize(float64(minimum)))
 	}
+}
+
+var errSizeTooLarge = errors.New("size too large")
+
+// parseSize reads a size as units.RAMInBytes does (10GiB, 512MiB, 1.5g),
+// refusing what does not fit in an int64: RAMInBytes converts a float
+// without checking, so 99999999999PiB wraps around to a negative number on
+// amd64 (and saturates on arm64).
+func parseSize(s string) (int64, error) {
+	n, err := units.RAMInBytes(s)
+	if err != nil {
+		return 0, err
+	}
+	// RAMInBytes accepted s: it is a number, then optional space, then an
+	// optional unit (b, k, kb, kib, ... p, pb, pib, any case).
+	num := strings.TrimRightFunc(s, func(r rune) bool { return r != '.' && (r < '0' || r > '9') })
+	f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil {
+		return 0, err
+	}
+	unit := strings.ToLower(strings.TrimSpace(s[len(num):]))
+	if unit != "" {
+		if shift := strings.IndexByte("bkmgtp", unit[0]); shift > 0 {
+			f *= math.Pow(1024, float64(shift))
+		}
+	}
+	if f >= math.MaxInt64 || n < 0 {
+		return 0, errSizeTooLarge
+	}
+	return n, nil
 }
 
 func checkBridge(add func(string, string, ...any), val string) (netip.Prefix, bool) {
@@ -238,11 +274,11 @@ func checkDomain(d string) error {
 		return fmt.Errorf("a DNS domain is required, e.g. %s", DefaultZone)
 	}
 	if len(d) > 253 {
-		return fmt.Errorf("%q is longer than 253 characters", d)
+		return fmt.Errorf("%q is longer than 253 characters", excerpt(d))
 	}
 	for _, label := range strings.Split(d, ".") {
 		if !dnsLabel.MatchString(label) {
-			return fmt.Errorf("%q is not a valid DNS domain (label %q: lower-case letters, digits, '-')", d, label)
+			return fmt.Errorf("%q is not a valid DNS domain (label %q: lower-case letters, digits, '-')", excerpt(d), excerpt(label))
 		}
 	}
 	return nil
