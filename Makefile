@@ -34,10 +34,12 @@ SIGN           = codesign --entitlements $(ENTITLEMENTS) --force -s - $(1)
 
 ## build: the marina binary in bin/ (on macOS: signed ad hoc with packaging/darwin/vz.entitlements)
 # cgo is required on macOS (Lima's vz driver): without a C compiler the build fails
-# instead of yielding a binary that cannot start a VM.
-DARWIN_CGO     = $(if $(filter Darwin,$(HOST_OS)),CGO_ENABLED=1 )
+# instead of yielding a binary that cannot start a VM. On Linux marina is built
+# without cgo, like the Linux release: os/user's pure-Go lookup then works for a
+# uid the user database does not know (core/homeenv).
+BUILD_CGO     = $(if $(filter Darwin,$(HOST_OS)),CGO_ENABLED=1 ,CGO_ENABLED=0 )
 build:
-	$(DARWIN_CGO)$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/marina ./cmd/marina
+	$(BUILD_CGO)$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/marina ./cmd/marina
 ifeq ($(HOST_OS),Darwin)
 	$(call SIGN,bin/marina)
 endif
@@ -45,7 +47,7 @@ endif
 ## install: go install with the version stamped (on macOS: signed like build)
 GOBIN_DIR      = $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 install:
-	$(DARWIN_CGO)$(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/marina
+	$(BUILD_CGO)$(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/marina
 ifeq ($(HOST_OS),Darwin)
 	$(call SIGN,$(GOBIN_DIR)/marina)
 endif

@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 	}
 	marinaBin = filepath.Join(dir, "marina")
 	build := exec.Command("go", "build", "-o", marinaBin, ".")
+	build.Env = append(os.Environ(), buildCgo())
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		panic("building marina: " + err.Error())
@@ -290,5 +291,81 @@ func TestNoHome(t *testing.T) {
 				t.Errorf("marina %v with env %q: %v\n%s", args, env, err, out)
 			}
 		}
+	}
+}
+
+// buildCgo is the CGO_ENABLED `make build` uses on this OS (Linux: 0), so
+// the tests run the binary users run.
+func buildCgo() string {
+	if runtime.GOOS == "darwin" {
+		return "CGO_ENABLED=1"
+	}
+	return "CGO_ENABLED=0"
+}
+
+// TestUnknownUser: run as a uid the user database does not know (a
+// container's arbitrary uid), with and without $HOME and $USER, marina does
+// not panic in Lima's package init (os/user.Current failing there):
+// version and --help work, and a command that needs a home says so.
+func TestUnknownUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("needs root to run marina as an unknown uid (make test runs as root)")
+	}
+	const uid = 4242
+	if _, err := os.Stat("/etc/passwd"); err == nil {
+		b, _ := os.ReadFile("/etc/passwd")
+		if strings.Contains(string(b), fmt.Sprintf(":%d:", uid)) {
+			t.Fatalf("uid %d is in /etc/passwd; the test needs an unknown uid", uid)
+		}
+	}
+	home := t.TempDir()
+	for _, d := range []string{filepath.Dir(home), home} { // t.TempDir's dirs are 0700
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The binary must be readable by the uid: copy it out of the 0700 temp dir.
+	bin := filepath.Join(home, "marina")
+	b, err := os.ReadFile(marinaBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(env []string, args ...string) (string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		cmd.Dir = home
+		cmd.SysProcAttr = unknownUser(uid)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	path := "PATH=" + os.Getenv("PATH")
+	for _, env := range [][]string{
+		{path, "HOME=" + home, "USER=someone"},
+		{path, "HOME=" + home}, // no $USER: os/user's pure-Go Current needs it
+		{path},                 // neither
+	} {
+		for _, args := range [][]string{{"version"}, {"--help"}} {
+			out, code := run(env, args...)
+			if code != 0 || strings.Contains(out, "panic") {
+				t.Errorf("marina %v as uid %d with env %q: exit %d\n%s", args, uid, env, code, out)
+			}
+		}
+	}
+	// With a home, a command that reads state works; without one it says how to fix it.
+	if out, code := run([]string{path, "HOME=" + home}, "plugin", "list"); code != 0 || strings.Contains(out, "panic") {
+		t.Errorf("plugin list as uid %d with a HOME: exit %d\n%s", uid, code, out)
+	}
+	if out, code := run([]string{path}, "plugin", "list"); code == 0 || !strings.Contains(out, "set HOME") || strings.Contains(out, "panic") {
+		t.Errorf("plugin list as uid %d without a HOME: exit %d, want a failure saying to set HOME\n%s", uid, code, out)
 	}
 }
