@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bcollard/marina/core/termsafe"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -171,7 +172,9 @@ func (d *Dispatcher) Validate(ctx context.Context) error {
 			var diags []sdk.Diagnostic
 			if err == nil {
 				diags, err = inst.ValidateConfig(ctx, d.entries[n].p.Config)
+				inst.logs.endHook()
 			}
+			cleanDiagnostics(diags)
 			var problems []sdk.Diagnostic
 			for _, dg := range diags {
 				if dg.Severity == sdk.SeverityWarning {
@@ -234,7 +237,9 @@ func (d *Dispatcher) sorted(errs []error) []error {
 // started are not run, and the error lists every plugin that failed
 // (errors.Join of *Error); plugins cancelled only because another failed
 // are not listed. The results of the plugins that succeeded are returned
-// either way. onProgress (may be nil) is called concurrently.
+// either way, with the outputs marina accepted (see publish). onProgress
+// (may be nil) is called concurrently, with the plugin's message cleaned of
+// terminal control sequences.
 func (d *Dispatcher) RunHook(ctx context.Context, hook sdk.Hook, base sdk.HookCall, onProgress func(plugin, msg string)) (map[string]*sdk.Result, error) {
 	return d.RunHookExcept(ctx, hook, base, nil, onProgress)
 }
@@ -331,14 +336,18 @@ func (d *Dispatcher) RunHookExcept(ctx context.Context, hook sdk.Hook, base sdk.
 			call.Deps = d.depOutputs(n, descs)
 			var progress func(string)
 			if onProgress != nil {
-				progress = func(msg string) { onProgress(n, msg) }
+				progress = func(msg string) { onProgress(n, excerpt(termsafe.Line(msg), maxProgress)) }
 			}
 			res, err := inst.RunHook(runCtx, call, d.entries[n].p.Timeout, progress)
+			inst.logs.endHook()
 			if err != nil {
 				record(n, inst, err)
 				return
 			}
-			d.publish(n, res.Outputs)
+			if err := d.publish(n, inst, hook, res); err != nil {
+				record(n, inst, err)
+				return
+			}
 			mu.Lock()
 			results[n] = res
 			mu.Unlock()
@@ -379,20 +388,45 @@ func (d *Dispatcher) depOutputs(n string, descs map[string]*sdk.Description) map
 	return out
 }
 
-// publish records n's outputs (a later hook's value for a key replaces the
-// earlier one).
-func (d *Dispatcher) publish(n string, outputs map[string]string) {
-	if len(outputs) == 0 {
-		return
+// maxProgress caps a plugin's progress message.
+const maxProgress = 500
+
+// publish records the outputs of n's hook result res (a later hook's value
+// for a key replaces the earlier one), after checking them: outputs the
+// plugin's description does not declare are dropped with a warning, and
+// outputs over the limits (MaxOutputValue, MaxOutputKeys,
+// MaxOutputsTotal) fail the hook with a KindOutput *Error, publishing
+// nothing. res is changed in place: Outputs keeps only what was published,
+// and the text of Warnings is cleaned of terminal control sequences.
+func (d *Dispatcher) publish(n string, inst *Instance, hook sdk.Hook, res *sdk.Result) error {
+	cleanDiagnostics(res.Warnings)
+	// The running plugin's own description declares its outputs (a cached
+	// one may be older).
+	desc, err := inst.Describe(context.Background())
+	if err != nil {
+		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	accepted, dropped, cause := checkOutputs(desc, d.outputs[n], res.Outputs)
+	if cause != "" {
+		res.Outputs = nil
+		return inst.newError(string(hook), KindOutput, cause, nil)
+	}
+	if len(dropped) > 0 {
+		d.opts.Logger.Warn(droppedOutputsWarning(desc, dropped), "plugin", n, "hook", string(hook))
+	}
+	res.Outputs = accepted
+	if len(accepted) == 0 {
+		return nil
+	}
 	if d.outputs[n] == nil {
 		d.outputs[n] = map[string]string{}
 	}
-	for k, v := range outputs {
+	for k, v := range accepted {
 		d.outputs[n][k] = v
 	}
+	return nil
 }
 
 // Outputs returns a copy of every output published so far, by plugin.
@@ -430,7 +464,9 @@ func (d *Dispatcher) Close() error {
 			if inst == nil {
 				return
 			}
-			if err := inst.Close(); err != nil {
+			err := inst.Close()
+			inst.logs.endHook() // stderr that came after the last hook
+			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/bcollard/marina/core/termsafe"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -37,6 +38,9 @@ const (
 	KindHook Kind = "hook"
 	// KindStop: the plugin did not stop when asked and had to be killed.
 	KindStop Kind = "stop"
+	// KindOutput: the hook returned outputs over marina's limits (see
+	// MaxOutputValue, MaxOutputKeys, MaxOutputsTotal); none was published.
+	KindOutput Kind = "output"
 )
 
 // Error is the error of every plugin start and call: it names the plugin,
@@ -57,35 +61,42 @@ type Error struct {
 	// Kind classifies the failure.
 	Kind Kind
 	// Cause says what happened, e.g. "timed out after 2s", "panicked: boom".
+	// It may hold the plugin's own message, raw: Error() cleans it.
 	Cause string
 	// Detail holds extra text not shown in Error(), e.g. a panic's stack.
 	Detail string
-	// Stderr holds the plugin's last stderr lines (at most 20), raw; Debug
-	// records count only when marina's logger is at Debug.
+	// Stderr holds the plugin's last stderr lines (at most 20), raw: Error()
+	// cleans them; Debug records count only when marina's logger is at Debug.
 	Stderr []string
 	// Err is the underlying error, if any (context.Canceled, a gRPC status...).
 	Err error
 }
 
-// Error renders the error with the plugin's last stderr lines.
+// maxCause caps the cause an *Error shows: a plugin's error message can be
+// of any size.
+const maxCause = 4096
+
+// Error renders the error with the plugin's last stderr lines. Everything
+// in it that came from the plugin (its version, its error message, its
+// stderr) is cleaned of terminal control sequences and capped in length.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("plugin ")
-	b.WriteString(e.Plugin)
+	b.WriteString(termsafe.Line(e.Plugin))
 	if e.Version != "" {
-		b.WriteString(" " + e.Version)
+		b.WriteString(" " + excerpt(termsafe.Line(e.Version), 100))
 	}
 	if e.Hook != "" {
 		if _, err := sdk.ParseHook(e.Hook); err == nil {
 			b.WriteString(", hook " + e.Hook)
 		} else {
-			b.WriteString(", " + e.Hook)
+			b.WriteString(", " + termsafe.Line(e.Hook))
 		}
 	}
 	b.WriteString(": ")
-	b.WriteString(e.Cause)
+	b.WriteString(excerpt(termsafe.Text(e.Cause), maxCause))
 	if len(e.Stderr) > 0 {
-		fmt.Fprintf(&b, "\n  last stderr lines of %s:", e.Plugin)
+		fmt.Fprintf(&b, "\n  last stderr lines of %s:", termsafe.Line(e.Plugin))
 		for _, l := range e.Stderr {
 			b.WriteString("\n    ")
 			b.WriteString(summarize(l))
@@ -104,17 +115,18 @@ type ConfigError struct {
 }
 
 // Error lists every problem, one per line: "plugin acme: config field
-// replicas: must be 0 or more".
+// replicas: must be 0 or more". The plugin's text is cleaned of terminal
+// control sequences and capped in length.
 func (e *ConfigError) Error() string {
 	lines := make([]string, 0, len(e.Diagnostics))
 	for _, d := range e.Diagnostics {
-		s := "plugin " + e.Plugin + ": config"
+		s := "plugin " + termsafe.Line(e.Plugin) + ": config"
 		if d.Path != "" {
-			s += " field " + d.Path
+			s += " field " + excerpt(termsafe.Line(d.Path), 200)
 		}
-		s += ": " + d.Summary
+		s += ": " + excerpt(termsafe.Line(d.Summary), maxCause)
 		if d.Detail != "" {
-			s += " (" + d.Detail + ")"
+			s += " (" + excerpt(termsafe.Line(d.Detail), maxCause) + ")"
 		}
 		lines = append(lines, s)
 	}
@@ -133,5 +145,6 @@ type DependencyError struct {
 	Message string
 }
 
-// Error returns the message.
-func (e *DependencyError) Error() string { return e.Message }
+// Error returns the message (it quotes plugins' descriptions: cleaned of
+// terminal control sequences).
+func (e *DependencyError) Error() string { return termsafe.Text(e.Message) }

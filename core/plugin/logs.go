@@ -11,8 +11,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/bcollard/marina/core/termsafe"
 )
 
 // stderrLines is how many of a plugin's last stderr lines an *Error carries.
@@ -20,6 +23,22 @@ const stderrLines = 20
 
 // maxLine caps one log line; longer output is split.
 const maxLine = 64 * 1024
+
+// The volume of a plugin's stderr marina passes on, per hook (a window ends
+// when the dispatcher finishes a hook, a config check, or stops the
+// plugin). What is over a budget is counted, the tail of it kept, and one
+// line says how much was dropped: a plugin cannot flood the terminal or fill
+// the disk.
+const (
+	// fileBudget is how much of a plugin's stderr the run log takes per hook.
+	fileBudget = 1 << 20
+	// tailBudget is how much of the stderr over fileBudget is kept (the
+	// last lines) and written to the run log when the hook ends.
+	tailBudget = maxLine + 1
+	// termBudget is how much of a plugin's stderr is re-logged on marina's
+	// logger (the terminal) per hook; lines below its level do not count.
+	termBudget = 64 * 1024
+)
 
 // levelTrace is slog's stand-in for hclog's trace level.
 const levelTrace = slog.LevelDebug - 4
@@ -30,8 +49,10 @@ var logFileMu sync.Mutex
 
 // pluginLog receives everything a plugin writes to stderr and stdout. It
 // re-logs stderr records on marina's logger at their own level with
-// plugin=<name>, copies raw lines to the per-run log file, and keeps the
-// last lines for error reports.
+// plugin=<name>, copies lines to the per-run log file, and keeps the last
+// lines for error reports. Everything it passes on is cleaned of terminal
+// control sequences (termsafe.Line), and capped per hook (fileBudget,
+// termBudget).
 type pluginLog struct {
 	name    string
 	logger  *slog.Logger // marina's logger, with plugin=<name>
@@ -40,40 +61,166 @@ type pluginLog struct {
 	mu      sync.Mutex
 	last    []string // ring of the last stderrLines lines
 	inPanic bool     // a Go panic trace started: the rest is logged as errors
+	win     window   // this hook's stderr volume
+}
+
+// window counts one hook's stderr against the budgets.
+type window struct {
+	fileUsed, termUsed int
+	// over*: lines (and bytes, newlines included) over the budget.
+	overFileLines, overFileBytes int
+	overTermLines, overTermBytes int
+	// tail holds the last lines over fileBudget, at most tailBudget bytes.
+	tail     []string
+	tailSize int
 }
 
 func newPluginLog(name string, logger *slog.Logger, logFile io.Writer) *pluginLog {
-	return &pluginLog{name: name, logger: logger.With("plugin", name), logFile: logFile}
+	return &pluginLog{name: termsafe.Line(name), logger: logger.With("plugin", termsafe.Line(name)), logFile: logFile}
 }
 
-// writeFile appends one raw line to the per-run log file.
-func (p *pluginLog) writeFile(prefix, line string) {
+// writeFile appends text (one line, or a few: a panic's stack) to the
+// per-run log file, cleaned of control sequences.
+func (p *pluginLog) writeFile(prefix, text string) {
 	if p.logFile == nil {
 		return
 	}
 	logFileMu.Lock()
 	defer logFileMu.Unlock()
-	_, _ = io.WriteString(p.logFile, "["+p.name+"] "+prefix+line+"\n")
+	_, _ = io.WriteString(p.logFile, "["+p.name+"] "+prefix+termsafe.Text(text)+"\n")
 }
 
 // stderrLine handles one line the plugin wrote to stderr.
 func (p *pluginLog) stderrLine(line string) {
-	p.writeFile("", line)
+	size := len(line) + 1
 	p.mu.Lock()
-	level, msg, attrs, ok := parseJSONLine(line)
-	if !ok {
-		level, msg = p.plainLevel(line), line
+	w := &p.win
+	if w.fileUsed+size <= fileBudget {
+		w.fileUsed += size
+		p.writeFile("", line)
+	} else {
+		if w.overFileLines == 0 {
+			p.writeFile("", fmt.Sprintf("[marina] stderr over %s in this hook: later lines are left out; how many, and the last of them, follow when the hook ends", byteSize(fileBudget)))
+		}
+		w.overFileLines++
+		w.overFileBytes += size
+		w.tail = append(w.tail, line)
+		w.tailSize += size
+		for w.tailSize > tailBudget {
+			w.tailSize -= len(w.tail[0]) + 1
+			w.tail = w.tail[1:]
+		}
+	}
+
+	level, isJSON := jsonLevel(line)
+	if !isJSON {
+		level = p.plainLevel(line)
+	}
+	enabled := p.logger.Enabled(context.Background(), level)
+	shown := enabled && w.termUsed+size <= termBudget
+	msg, attrs := line, []slog.Attr(nil)
+	if shown && isJSON {
+		if lv, m, as, ok := parseJSONLine(line); ok {
+			level, msg, attrs = lv, m, as
+		}
 	}
 	// Error reports carry the lines the user would see: Info and above,
 	// and Debug too when marina logs at Debug (the log file has them all).
-	if level >= slog.LevelInfo || p.logger.Enabled(context.Background(), level) {
+	if level >= slog.LevelInfo || enabled {
 		p.last = append(p.last, line)
 		if len(p.last) > stderrLines {
 			p.last = p.last[len(p.last)-stderrLines:]
 		}
 	}
+	firstOver := false
+	switch {
+	case shown:
+		w.termUsed += size
+	case enabled:
+		firstOver = w.overTermLines == 0
+		w.overTermLines++
+		w.overTermBytes += size
+	}
 	p.mu.Unlock()
-	p.logger.LogAttrs(context.Background(), level, msg, attrs...)
+	switch {
+	case shown:
+		p.logger.LogAttrs(context.Background(), level, termsafe.Line(msg), safeAttrs(attrs)...)
+	case firstOver:
+		p.logger.Warn(fmt.Sprintf("plugin stderr is over %s in this hook: the rest is not shown here; the run log has up to %s of it and its last lines", byteSize(termBudget), byteSize(fileBudget)))
+	}
+}
+
+// endHook closes the stderr window of a hook: if the plugin wrote more
+// than the budgets, it writes to the run log how much was left out and the
+// last lines, and warns on marina's logger how much was not shown. The
+// next hook starts with fresh budgets.
+func (p *pluginLog) endHook() {
+	p.mu.Lock()
+	w := p.win
+	p.win = window{}
+	if w.overFileLines > 0 {
+		dropped, droppedBytes := w.overFileLines-len(w.tail), w.overFileBytes-w.tailSize
+		p.writeFile("", fmt.Sprintf("[marina] %d stderr lines (%s) left out: over %s in one hook; the last %d lines follow", dropped, byteSize(droppedBytes), byteSize(fileBudget), len(w.tail)))
+		for _, l := range w.tail {
+			p.writeFile("", l)
+		}
+	}
+	p.mu.Unlock()
+	if w.overTermLines > 0 {
+		p.logger.Warn(fmt.Sprintf("%d plugin stderr lines (%s) were not shown: over %s in one hook; see the run log", w.overTermLines, byteSize(w.overTermBytes), byteSize(termBudget)))
+	}
+}
+
+// byteSize renders n bytes for a message: "1 MiB", "64 KiB", "312 B".
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// safeAttrs cleans the keys and values a plugin's JSON log record carries:
+// strings as they are, numbers and booleans as they are, anything else as
+// JSON, each cleaned of control sequences and capped.
+func safeAttrs(attrs []slog.Attr) []slog.Attr {
+	for i, a := range attrs {
+		a.Key = termsafe.Line(a.Key)
+		switch v := a.Value.Any().(type) {
+		case string:
+			a.Value = slog.StringValue(termsafe.Line(v))
+		case float64, bool, nil:
+		default:
+			b, _ := json.Marshal(v)
+			a.Value = slog.StringValue(termsafe.Line(string(b)))
+		}
+		attrs[i] = a
+	}
+	return attrs
+}
+
+// jsonLevel reads the level of an hclog JSON line (one with "@message")
+// without parsing it all: ok is false for other lines.
+func jsonLevel(line string) (level slog.Level, ok bool) {
+	if !strings.HasPrefix(line, "{") || !strings.Contains(line, `"@message":`) {
+		return 0, false
+	}
+	const key = `"@level":"`
+	i := strings.Index(line, key)
+	if i < 0 {
+		return slog.LevelInfo, true
+	}
+	rest := line[i+len(key):]
+	if j := strings.IndexByte(rest, '"'); j >= 0 {
+		rest = rest[:j]
+	}
+	return parseLevel(rest), true
 }
 
 // plainLevel picks the level of a line that is not JSON: the usual
@@ -102,10 +249,31 @@ func (p *pluginLog) plainLevel(line string) slog.Level {
 }
 
 // stdoutLine handles one line the plugin wrote to stdout after the
-// handshake (go-plugin forwards it): stdout is reserved, so it is a warning.
+// handshake (go-plugin forwards it): stdout is reserved, so it is a
+// warning. It counts against the same budgets as stderr.
 func (p *pluginLog) stdoutLine(line string) {
-	p.writeFile("stdout: ", line)
-	p.logger.Warn("plugin wrote to stdout, which is reserved for the plugin protocol; plugins must log to stderr (Request.Logger)", "text", line)
+	size := len(line) + 1
+	p.mu.Lock()
+	w := &p.win
+	toFile := w.fileUsed+size <= fileBudget
+	toTerm := w.termUsed+size <= termBudget
+	if toFile {
+		w.fileUsed += size
+		p.writeFile("stdout: ", line)
+	} else {
+		w.overFileLines++ // counted, not kept: stdout is not the plugin's log
+		w.overFileBytes += size
+	}
+	if toTerm {
+		w.termUsed += size
+	} else {
+		w.overTermLines++
+		w.overTermBytes += size
+	}
+	p.mu.Unlock()
+	if toTerm {
+		p.logger.Warn("plugin wrote to stdout, which is reserved for the plugin protocol; plugins must log to stderr (Request.Logger)", "text", termsafe.Line(line))
+	}
 }
 
 // lastLines returns a copy of the last stderr lines (Debug and Trace
@@ -161,7 +329,8 @@ func parseLevel(s string) slog.Level {
 }
 
 // summarize renders a raw stderr line for an error message: JSON records
-// as "LEVEL message key=value", other lines as they are, capped in length.
+// as "LEVEL message key=value", other lines as they are, capped in length
+// and cleaned of control sequences.
 func summarize(line string) string {
 	out := line
 	if level, msg, attrs, ok := parseJSONLine(line); ok {
@@ -174,10 +343,18 @@ func summarize(line string) string {
 		}
 		out = b.String()
 	}
-	if len(out) > 500 {
-		out = out[:500] + "..."
+	return excerpt(termsafe.Line(out), 500)
+}
+
+// excerpt caps s at about n bytes (on a rune boundary), marking the cut.
+func excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return out
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // lineWriter splits a byte stream into lines for emit. go-plugin writes a
