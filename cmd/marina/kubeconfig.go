@@ -30,13 +30,17 @@ merge it into your own kubeconfig (marina kubeconfig merge|use NAME).
 Merging edits the file kubectl would edit, honouring $KUBECONFIG like kubectl: an entry
 that exists is updated in the file that defines it; a new entry and current-context go
 to the first file of the list that exists (the last one if none does). Everything else
-in your files is kept; comments are not (kubectl config drops them too). Before the
-first change, the previous content is saved to <file>.marina.bak. Writes are atomic and
-serialised with other marina processes and with kubectl.
+in your files is kept; comments are not (kubectl config drops them too). Before a
+command first changes a file, its content is saved to <file>.marina.bak.<time> (UTC,
+e.g. config.marina.bak.20250102T150405.000000000Z, next to the real file when <file> is
+a symlink); the newest 5 are kept. Writes are atomic and serialised, on the real file,
+with other marina processes and with kubectl.
 
 marina marks the entries it writes (a "marina.dev" extension). It never replaces an
 entry of the same name that it did not write unless you pass --overwrite, and remove
-never deletes one.`,
+never deletes one. What marina replaces is kept in <file>.marina.state (mode 0600): your
+entries that --overwrite replaced, and the current-context before use. remove puts them
+back: your entries, and the previous current-context if that context still exists.`,
 	}
 	cmd.AddCommand(
 		newKubeconfigPathCmd(a),
@@ -187,6 +191,7 @@ kubectl would write it to), so that kubectl talks to the cluster.`
 			target := kubeconfig.DefaultTarget(home)
 			rep, err := kubeconfig.Merge(cmd.Context(), target, cfg, name, kubeconfig.MergeOptions{SetCurrent: use, Overwrite: overwrite})
 			if err != nil {
+				printPartial(a.err, rep)
 				return err
 			}
 			printWarnings(a.err, rep)
@@ -199,6 +204,9 @@ kubectl would write it to), so that kubectl talks to the cluster.`
 				fmt.Fprintf(a.out, "Merged %q into %s\n", name, strings.Join(rep.Written, ", "))
 			}
 			printBackups(a.out, rep)
+			for _, e := range rep.Replaced {
+				fmt.Fprintf(a.out, "Replaced your %s (kept in %s; marina kubeconfig remove %s puts it back)\n", e, kubeconfig.StateFile(e.File), name)
+			}
 			if use {
 				fmt.Fprintf(a.out, "Current context: %s\n", name)
 			}
@@ -206,7 +214,7 @@ kubectl would write it to), so that kubectl talks to the cluster.`
 		},
 	}
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
-	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace entries named NAME that marina did not write (they are backed up first)")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace entries named NAME that marina did not write (kept in <file>.marina.state; remove puts them back)")
 	return cmd
 }
 
@@ -214,6 +222,14 @@ kubectl would write it to), so that kubectl talks to the cluster.`
 func printWarnings(w io.Writer, rep kubeconfig.Report) {
 	for _, m := range rep.Warnings {
 		fmt.Fprintf(w, "Warning: %s\n", m)
+	}
+}
+
+// printPartial tells w which files a failed change wrote before it failed.
+func printPartial(w io.Writer, rep kubeconfig.Report) {
+	if len(rep.Written) > 0 {
+		fmt.Fprintf(w, "Written before the error: %s\n", strings.Join(rep.Written, ", "))
+		printBackups(w, rep)
 	}
 }
 
@@ -231,9 +247,12 @@ func newKubeconfigRemoveCmd(a *app) *cobra.Command {
 		Aliases: []string{"rm"},
 		Short:   "Remove a cluster's entries from your kubeconfig",
 		Long: `Remove the context, cluster and user named exactly NAME that marina wrote from every
-file of your kubeconfig (~/.kube/config or $KUBECONFIG), and clear current-context where
-it named that context. Entries called NAME that marina did not write are left alone
-(with a warning). The cluster and its own kubeconfig are not touched.`,
+file of your kubeconfig (~/.kube/config or $KUBECONFIG). Your own entries called NAME that
+merge --overwrite replaced are put back (from <file>.marina.state). Where current-context
+names NAME, it goes back to the context that was current before marina kubeconfig use
+NAME, if that context still exists, or is cleared. Entries called NAME that marina did
+not write are left alone (with a warning). The cluster and its own kubeconfig are not
+touched.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeClusters,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -244,6 +263,7 @@ it named that context. Entries called NAME that marina did not write are left al
 			target := kubeconfig.DefaultTarget(home)
 			rep, err := kubeconfig.Remove(cmd.Context(), target, name)
 			if err != nil {
+				printPartial(a.err, rep)
 				return err
 			}
 			printWarnings(a.err, rep)
@@ -258,6 +278,13 @@ it named that context. Entries called NAME that marina did not write are left al
 				return nil
 			}
 			fmt.Fprintf(a.out, "Removed %q from %s\n", name, strings.Join(rep.Written, ", "))
+			for _, e := range rep.Restored {
+				if e.Kind == kubeconfig.KindCurrentContext {
+					fmt.Fprintf(a.out, "Current context in %s: %s again\n", e.File, e.Name)
+				} else {
+					fmt.Fprintf(a.out, "Put back your %s\n", e)
+				}
+			}
 			printBackups(a.out, rep)
 			return nil
 		},

@@ -105,14 +105,14 @@ func TestKubeconfigMergeUseRemove(t *testing.T) {
 	writeClusterKubeconfig(t, home, "dev", "https://192.168.105.3:7001")
 
 	r := marina(t, home, nil, "kubeconfig", "merge", "dev")
-	if r.code != 0 || !strings.Contains(r.stdout, `Merged "dev" into `+cfgPath) || !strings.Contains(r.stdout, "Previous content saved to "+cfgPath+".marina.bak") {
+	if r.code != 0 || !strings.Contains(r.stdout, `Merged "dev" into `+cfgPath) || !strings.Contains(r.stdout, "Previous content saved to "+cfgPath+".marina.bak.") {
 		t.Fatalf("merge: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	got := loadKubeconfig(t, cfgPath)
 	if got.Contexts["dev"] == nil || got.Clusters["dev"].Server != "https://192.168.105.3:7001" || got.Contexts["gke_acme_prod"] == nil || got.CurrentContext != "gke_acme_prod" {
 		t.Fatalf("after merge: contexts %v, current %q", got.Contexts, got.CurrentContext)
 	}
-	if bak, _ := os.ReadFile(cfgPath + ".marina.bak"); !bytes.Equal(bak, orig) {
+	if bak := newestBackup(t, cfgPath); !bytes.Equal(bak, orig) {
 		t.Error("backup does not hold the original")
 	}
 	if r := marina(t, home, nil, "kubeconfig", "merge", "dev"); r.code != 0 || !strings.Contains(r.stdout, `"dev" is already up to date`) {
@@ -131,12 +131,13 @@ func TestKubeconfigMergeUseRemove(t *testing.T) {
 		t.Errorf("current-context %q after use", c)
 	}
 
+	// remove: current-context goes back to what it was before use.
 	r = marina(t, home, nil, "kubeconfig", "rm", "dev")
-	if r.code != 0 || !strings.Contains(r.stdout, `Removed "dev" from `+cfgPath) {
+	if r.code != 0 || !strings.Contains(r.stdout, `Removed "dev" from `+cfgPath) || !strings.Contains(r.stdout, "Current context in "+cfgPath+": gke_acme_prod again") {
 		t.Fatalf("remove: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	got = loadKubeconfig(t, cfgPath)
-	if got.Contexts["dev"] != nil || got.Clusters["dev"] != nil || got.AuthInfos["dev"] != nil || got.CurrentContext != "" || got.Contexts["gke_acme_prod"] == nil {
+	if got.Contexts["dev"] != nil || got.Clusters["dev"] != nil || got.AuthInfos["dev"] != nil || got.CurrentContext != "gke_acme_prod" || got.Contexts["gke_acme_prod"] == nil {
 		t.Errorf("after remove: contexts %v, current %q", got.Contexts, got.CurrentContext)
 	}
 	if r := marina(t, home, nil, "kubeconfig", "remove", "dev"); r.code != 0 || !strings.Contains(r.stdout, `Nothing of marina's named "dev"`) {
@@ -167,11 +168,26 @@ func TestKubeconfigConflictWithUsersEntry(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "Warning: left context \"dev\" in "+cfgPath) || !strings.Contains(r.stderr, "kubectl config delete-context dev") {
 		t.Fatalf("remove of the user's own dev: %d %s", r.code, r.stderr)
 	}
-	if r := marina(t, home, nil, "kubeconfig", "use", "dev", "--overwrite"); r.code != 0 {
-		t.Fatalf("use --overwrite: %d %s", r.code, r.stderr)
+	r = marina(t, home, nil, "kubeconfig", "use", "dev", "--overwrite")
+	if r.code != 0 || !strings.Contains(r.stdout, `Replaced your context "dev" in `+cfgPath+" (kept in "+cfgPath+".marina.state; marina kubeconfig remove dev puts it back)") {
+		t.Fatalf("use --overwrite: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	if got := loadKubeconfig(t, cfgPath); got.Clusters["dev"].Server != "https://192.168.105.3:7001" || got.AuthInfos["dev"].Exec != nil {
 		t.Errorf("--overwrite did not replace the user's entries")
+	}
+	// Another run in between, then remove: the user's dev is back, as it was.
+	if r := marina(t, home, nil, "kubeconfig", "merge", "dev"); r.code != 0 {
+		t.Fatalf("merge: %d %s", r.code, r.stderr)
+	}
+	r = marina(t, home, nil, "kubeconfig", "remove", "dev")
+	if r.code != 0 || !strings.Contains(r.stdout, `Put back your user "dev" in `+cfgPath) {
+		t.Fatalf("remove after --overwrite: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if data, _ := os.ReadFile(cfgPath); !bytes.Equal(data, orig) {
+		t.Errorf("after remove the file is not the user's original:\n%s", data)
+	}
+	if _, err := os.Stat(cfgPath + ".marina.state"); !os.IsNotExist(err) {
+		t.Errorf("state file left behind: %v", err)
 	}
 }
 
@@ -201,7 +217,7 @@ func TestKubeconfigList(t *testing.T) {
 	if _, err := os.Stat(missing); err == nil {
 		t.Errorf("%s was created", missing)
 	}
-	if bak, _ := os.ReadFile(proj + ".marina.bak"); !bytes.Equal(bak, projData) {
+	if bak := newestBackup(t, proj); !bytes.Equal(bak, projData) {
 		t.Error("backup of the project file is wrong")
 	}
 
@@ -216,7 +232,7 @@ func TestKubeconfigList(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 0 || err != nil || len(rep.Written) != 2 {
 		t.Fatalf("remove: %d %v %+v %s", r.code, err, rep, r.stderr)
 	}
-	if got := loadKubeconfig(t, proj); got.Contexts["dev"] != nil || got.CurrentContext != "" || got.Contexts["shop-staging"] == nil {
+	if got := loadKubeconfig(t, proj); got.Contexts["dev"] != nil || got.CurrentContext != "shop-staging" || got.Contexts["shop-staging"] == nil {
 		t.Errorf("%s after remove: %v %q", proj, got.Contexts, got.CurrentContext)
 	}
 	if got := loadKubeconfig(t, global); got.Contexts["dev"] != nil || got.CurrentContext != "gke_acme_prod" {
@@ -285,6 +301,22 @@ func TestKubeconfigRefresh(t *testing.T) {
 	if after, _ := os.ReadFile(slot.KubeconfigPath(home, "dev")); !bytes.Equal(before, after) {
 		t.Error("a failed refresh changed the kubeconfig")
 	}
+}
+
+// newestBackup returns the content of the newest backup of the kubeconfig
+// at path (nil when there is none).
+func newestBackup(t *testing.T, path string) []byte {
+	t.Helper()
+	baks, err := kubeconfig.Backups(path)
+	if err != nil || len(baks) == 0 {
+		t.Errorf("no backup of %s: %v", path, err)
+		return nil
+	}
+	data, err := os.ReadFile(baks[len(baks)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // noTemporaryFiles fails if an atomic write or kubectl's lock left a file in dir.

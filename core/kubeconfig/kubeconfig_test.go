@@ -139,6 +139,24 @@ func readOrNil(t *testing.T, path string) []byte {
 	return data
 }
 
+// lastBackup returns the content of the newest backup of the kubeconfig
+// at path, or nil when it has none.
+func lastBackup(t testing.TB, path string) []byte {
+	t.Helper()
+	baks, err := Backups(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(baks) == 0 {
+		return nil
+	}
+	data, err := os.ReadFile(baks[len(baks)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // noStrayFiles fails if anything but the kubeconfig files, their backups
 // and marina's lock files is left in dir (temporary files, kubectl locks).
 func noStrayFiles(t *testing.T, dir string) {
@@ -375,10 +393,10 @@ func TestCorpusMergeRemove(t *testing.T) {
 				t.Errorf("mode after merge %v (%v), want %v", fi.Mode().Perm(), err, wantMode)
 			}
 			if orig != nil {
-				if bak := readOrNil(t, path+BackupSuffix); !bytes.Equal(bak, orig) {
+				if bak := lastBackup(t, path); !bytes.Equal(bak, orig) {
 					t.Errorf("backup does not hold the original content:\n%s", bak)
 				}
-			} else if _, err := os.Stat(path + BackupSuffix); err == nil {
+			} else if lastBackup(t, path) != nil {
 				t.Error("backup made of a file that did not exist")
 			}
 			got := parse(t, path)
@@ -422,7 +440,8 @@ func TestCorpusMergeRemove(t *testing.T) {
 				sameConfig(t, "remove(merge(x)) vs x", parse(t, path), parse(t, filepath.Join("testdata", "corpus", tc.name+".yaml")))
 			}
 
-			// use: merge + current-context, then remove clears it.
+			// use: merge + current-context, then remove puts back the
+			// current-context the file had.
 			path = copyCorpus(t, tc.name, 0o600)
 			if _, err := Merge(ctx, NewTarget(path), dev, "dev", MergeOptions{SetCurrent: true}); err != nil {
 				t.Fatal(err)
@@ -434,8 +453,15 @@ func TestCorpusMergeRemove(t *testing.T) {
 			if _, err := Remove(ctx, NewTarget(path), "dev"); err != nil {
 				t.Fatal(err)
 			}
-			if c := parse(t, path).CurrentContext; c != "" {
-				t.Errorf("current-context %q after remove, want cleared", c)
+			want := parse(t, filepath.Join("testdata", "corpus", tc.name+".yaml")).CurrentContext
+			if want == "dev" {
+				want = "" // it was marina's dev already: gone with it
+			}
+			if c := parse(t, path).CurrentContext; c != want {
+				t.Errorf("current-context %q after remove, want %q as before use", c, want)
+			}
+			if _, err := os.Stat(path + StateSuffix); err == nil {
+				t.Error("the state file outlived the remove that had nothing left to keep")
 			}
 		})
 	}
@@ -455,7 +481,7 @@ func testConflict(t *testing.T, name string, dev *clientcmdapi.Config) {
 	if !bytes.Equal(readOrNil(t, path), orig) {
 		t.Error("a refused merge changed the file")
 	}
-	if _, err := os.Stat(path + BackupSuffix); err == nil {
+	if lastBackup(t, path) != nil {
 		t.Error("a refused merge wrote a backup")
 	}
 
@@ -473,7 +499,7 @@ func testConflict(t *testing.T, name string, dev *clientcmdapi.Config) {
 	if !IsMarina(got.AuthInfos["dev"].Extensions) || got.AuthInfos["dev"].Token != "" || got.Clusters["dev"].Server != devServer {
 		t.Errorf("overwrite did not replace the entries: %+v", got.AuthInfos["dev"])
 	}
-	if !bytes.Equal(readOrNil(t, path+BackupSuffix), orig) {
+	if !bytes.Equal(lastBackup(t, path), orig) {
 		t.Error("overwrite did not back up the user's entries")
 	}
 }
@@ -554,7 +580,7 @@ func TestBackupOncePerRun(t *testing.T) {
 	if len(rep1.Backups) != 1 || len(rep2.Backups) != 0 {
 		t.Errorf("backups %v then %v; want one, then none", rep1.Backups, rep2.Backups)
 	}
-	if !bytes.Equal(readOrNil(t, path+BackupSuffix), orig) {
+	if !bytes.Equal(lastBackup(t, path), orig) {
 		t.Error("backup does not hold the content from before the run")
 	}
 
@@ -563,7 +589,7 @@ func TestBackupOncePerRun(t *testing.T) {
 	if _, err := Remove(ctx, NewTarget(path), "qa"); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(readOrNil(t, path+BackupSuffix), before) {
+	if !bytes.Equal(lastBackup(t, path), before) {
 		t.Error("the next run did not refresh the backup")
 	}
 }
@@ -600,7 +626,8 @@ func TestUpdateOnly(t *testing.T) {
 }
 
 // TestSymlinkedKubeconfig: a ~/.kube/config that is a symlink (dotfiles
-// managers) stays a symlink; the file it points to gets the change.
+// managers) stays a symlink; the file it points to gets the change, and the
+// backup is named after that file.
 func TestSymlinkedKubeconfig(t *testing.T) {
 	real := copyCorpus(t, "oidc", 0o600)
 	link := filepath.Join(t.TempDir(), "config")
@@ -617,8 +644,8 @@ func TestSymlinkedKubeconfig(t *testing.T) {
 	if parse(t, real).Contexts["dev"] == nil {
 		t.Error("the symlink's target did not get the merge")
 	}
-	if !bytes.Equal(readOrNil(t, link+BackupSuffix), orig) {
-		t.Error("no backup next to the symlink")
+	if !bytes.Equal(lastBackup(t, link), orig) || !bytes.Equal(lastBackup(t, real), orig) {
+		t.Error("no backup of the symlink's target")
 	}
 }
 
@@ -638,12 +665,15 @@ func TestUnknownFieldsWarned(t *testing.T) {
 	if len(rep.Warnings) != 1 {
 		t.Fatalf("warnings %v, want one for the file", rep.Warnings)
 	}
-	for _, want := range []string{`"users[2].user.token-file"`, `"x-acme-owner"`, path + BackupSuffix} {
+	if len(rep.Backups) != 1 {
+		t.Fatalf("backups %v, want one", rep.Backups)
+	}
+	for _, want := range []string{`"users[2].user.token-file"`, `"x-acme-owner"`, rep.Backups[0]} {
 		if !strings.Contains(rep.Warnings[0], want) {
 			t.Errorf("warning lacks %s: %s", want, rep.Warnings[0])
 		}
 	}
-	if !bytes.Equal(readOrNil(t, path+BackupSuffix), data) {
+	if !bytes.Equal(lastBackup(t, path), data) {
 		t.Error("the backup does not keep the dropped fields")
 	}
 	// The rewritten file has nothing left to drop.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -28,11 +29,29 @@ var (
 	lockPoll           = 20 * time.Millisecond
 )
 
-// lockFiles takes, for each path in a fixed (sorted) order so that two
-// writers never deadlock, marina's lock <path>.marina.lock and then
-// kubectl's <path>.lock. The returned func releases them all.
-func lockFiles(ctx context.Context, paths []string) (func(), error) {
-	paths = slices.Sorted(slices.Values(paths))
+// lockFiles takes the locks of files: for each file's resolved path (so
+// that writers naming one file by a symlink and by its real path exclude
+// each other), in a fixed (sorted) order so that two writers never
+// deadlock, marina's lock <resolved>.marina.lock; then kubectl's lock file
+// <name>.lock for the name the file was given by and for its resolved path,
+// since a kubectl may reach the file by either. It returns the resolved
+// paths it locked and a func that releases everything.
+func lockFiles(ctx context.Context, files []*file) (func(), map[string]bool, error) {
+	locked := map[string]bool{}
+	var kubectlNames []string
+	named := map[string]string{} // kubectl lock file -> the kubeconfig it guards
+	for _, f := range files {
+		locked[f.real] = true
+		for _, n := range []string{f.real, f.path} {
+			if _, ok := named[n+kubectlLockSuffix]; !ok {
+				named[n+kubectlLockSuffix] = n
+				kubectlNames = append(kubectlNames, n+kubectlLockSuffix)
+			}
+		}
+	}
+	reals := slices.Sorted(maps.Keys(locked))
+	slices.Sort(kubectlNames)
+
 	var held []*lock.Lock
 	var kubectlHeld []string
 	release := func() {
@@ -46,26 +65,25 @@ func lockFiles(ctx context.Context, paths []string) (func(), error) {
 
 	lctx, cancel := context.WithTimeout(ctx, lockTimeout)
 	defer cancel()
-	for _, p := range paths {
+	for _, p := range reals {
 		l, err := lock.Acquire(lctx, p+LockSuffix, lock.Options{Wait: true, PollInterval: lockPoll})
 		if err != nil {
 			release()
-			return nil, fmt.Errorf("lock kubeconfig %s: %w", p, err)
+			return nil, nil, fmt.Errorf("lock kubeconfig %s: %w", p, err)
 		}
 		held = append(held, l)
 	}
 
 	kctx, kcancel := context.WithTimeout(ctx, kubectlLockTimeout)
 	defer kcancel()
-	for _, p := range paths {
-		name := p + kubectlLockSuffix
-		if err := acquireKubectlLock(kctx, name, p); err != nil {
+	for _, name := range kubectlNames {
+		if err := acquireKubectlLock(kctx, name, named[name]); err != nil {
 			release()
-			return nil, err
+			return nil, nil, err
 		}
 		kubectlHeld = append(kubectlHeld, name)
 	}
-	return release, nil
+	return release, locked, nil
 }
 
 // acquireKubectlLock creates kubectl's lock file name exclusively, polling

@@ -32,9 +32,6 @@ const (
 // entryKinds are the named entry kinds, in the order they are reported.
 var entryKinds = []string{KindContext, KindCluster, KindUser}
 
-// BackupSuffix is appended to a kubeconfig file's path to name its backup.
-const BackupSuffix = ".marina.bak"
-
 // maxAttempts bounds how often Merge and Remove re-plan when the set of
 // files to change moved between planning and locking.
 const maxAttempts = 5
@@ -45,7 +42,9 @@ type MergeOptions struct {
 	SetCurrent bool
 	// Overwrite replaces entries of the same name that marina did not write
 	// (they lack the Marker extension) instead of failing with
-	// *ConflictError. They are backed up like any change.
+	// *ConflictError. The replaced entries are kept in the file's state
+	// file (see StateSuffix), and Remove puts them back; the file is also
+	// backed up like for any change.
 	Overwrite bool
 	// UpdateOnly changes nothing unless marina's context for the cluster is
 	// already in the target: for refreshing a cluster's entries after its
@@ -71,13 +70,23 @@ func (e Entry) String() string {
 // Report says what Merge or Remove did.
 type Report struct {
 	// Changed lists the entries added, updated or removed (for
-	// current-context: set or cleared), in file precedence order.
+	// current-context: set, restored or cleared), in file precedence order.
+	// Only entries of files that were written: after an error, what is
+	// listed happened and nothing else did.
 	Changed []Entry `json:"changed"`
 	// Written lists the files rewritten, in precedence order. Empty when
 	// everything was already as asked.
 	Written []string `json:"written"`
 	// Backups lists the backup files this call wrote.
 	Backups []string `json:"backups,omitempty"`
+	// Replaced lists the user's own entries that Merge with Overwrite
+	// replaced; they are kept in <file>.marina.state until Remove puts
+	// them back.
+	Replaced []Entry `json:"replaced,omitempty"`
+	// Restored lists what Remove put back: the user's entries that an
+	// overwrite had replaced, and the current-context (Name is the context)
+	// that was set before marina made the cluster's context current.
+	Restored []Entry `json:"restored,omitempty"`
 	// Skipped lists entries named after the cluster that Remove left
 	// alone because marina did not write them.
 	Skipped []Entry `json:"skipped,omitempty"`
@@ -158,11 +167,15 @@ func Merge(ctx context.Context, t Target, cfg *clientcmdapi.Config, name string,
 
 // Remove deletes the context, cluster and user named exactly name from
 // every file of the target, if marina wrote them (entries without the Marker
-// are left alone and listed in Report.Skipped), and clears current-context
-// in the files where it names a context Remove deleted, unless a context of
-// that name remains. Nothing else changes: a context of the user's own that
-// uses marina's cluster or user stays, and no longer works once they are
-// gone. Removing what is not there is not an error.
+// are left alone and listed in Report.Skipped), and undoes what Merge
+// replaced: the user's own entries that an overwrite replaced are put back
+// (unless another entry of that name has appeared since: then they stay in
+// the state file and a warning says so), and where current-context names
+// the cluster's context it goes back to what it was before Merge with
+// SetCurrent changed it, if that context still exists, or else is cleared
+// unless a context of that name remains. Nothing else changes: a context of
+// the user's own that uses marina's cluster or user stays, and no longer
+// works once they are gone. Removing what is not there is not an error.
 func Remove(ctx context.Context, t Target, name string) (Report, error) {
 	if err := ValidateName(name); err != nil {
 		return Report{}, err
@@ -232,7 +245,7 @@ func planMerge(v *view, want *clientcmdapi.Config, name string, opts MergeOption
 	}
 	def := v.defaultFile()
 	dest := map[string]*file{}
-	var conflicts []Entry
+	var conflicts, replaced []Entry
 	for _, k := range entryKinds {
 		f := v.origin(k, name)
 		if f == nil {
@@ -240,14 +253,28 @@ func planMerge(v *view, want *clientcmdapi.Config, name string, opts MergeOption
 			continue
 		}
 		dest[k] = f
-		if ext, _ := entryExt(f.cfg, k, name); !IsMarina(ext) && !opts.Overwrite {
-			conflicts = append(conflicts, Entry{Kind: k, Name: name, File: f.path})
+		if ext, _ := entryExt(f.cfg, k, name); !IsMarina(ext) {
+			e := Entry{Kind: k, Name: name, File: f.path}
+			if opts.Overwrite {
+				replaced = append(replaced, e)
+			} else {
+				conflicts = append(conflicts, e)
+			}
 		}
 	}
 	if len(conflicts) > 0 {
 		return Report{}, &ConflictError{Name: name, Entries: conflicts}
 	}
+	// Merge only adds to the state files: write them before the kubeconfig,
+	// so that a failure in between loses no user entry.
+	v.stateFirst = true
 	var rep Report
+	for _, e := range replaced {
+		f := dest[e.Kind]
+		setEntry(f.state.cluster(name).entries, f.cfg, e.Kind, name)
+		f.stateDirty = true
+		rep.Replaced = append(rep.Replaced, e)
+	}
 	for _, k := range entryKinds {
 		if setEntry(dest[k].cfg, want, k, name) {
 			dest[k].dirty = true
@@ -255,11 +282,16 @@ func planMerge(v *view, want *clientcmdapi.Config, name string, opts MergeOption
 		}
 	}
 	if opts.SetCurrent && v.currentContext() != name {
+		if prev := def.cfg.CurrentContext; prev != name {
+			def.state.cluster(name).PreviousCurrentContext = &prev
+			def.stateDirty = true
+		}
 		def.cfg.CurrentContext = name
 		def.dirty = true
 		rep.Changed = append(rep.Changed, Entry{Kind: KindCurrentContext, Name: name, File: def.path})
 	}
 	v.sortEntries(rep.Changed)
+	v.sortEntries(rep.Replaced)
 	return rep, nil
 }
 
@@ -284,17 +316,91 @@ func planRemove(v *view, name string) Report {
 			removedContext = removedContext || k == KindContext
 		}
 	}
-	if removedContext && v.origin(KindContext, name) == nil {
-		for _, f := range v.files {
-			if f.cfg.CurrentContext == name {
-				f.cfg.CurrentContext = ""
-				f.dirty = true
-				rep.Changed = append(rep.Changed, Entry{Kind: KindCurrentContext, Name: name, File: f.path})
-			}
+	restoredContext := restoreEntries(v, name, &rep)
+	// current-context: back to what it was before marina set it, or cleared
+	// when it would name a context that is gone. A context of that name
+	// that is the user's (and was not put back here) is left current.
+	owned := removedContext || restoredContext || v.origin(KindContext, name) == nil
+	for _, f := range v.files {
+		if f.cfg.CurrentContext != name || !owned {
+			continue
+		}
+		var prev *string
+		if s := f.state.Clusters[name]; s != nil {
+			prev = s.PreviousCurrentContext
+		}
+		switch {
+		case prev != nil && *prev != name && (*prev == "" || v.origin(KindContext, *prev) != nil):
+			f.cfg.CurrentContext = *prev
+		case v.origin(KindContext, name) == nil:
+			f.cfg.CurrentContext = ""
+		default:
+			continue
+		}
+		f.dirty = true
+		rep.Changed = append(rep.Changed, Entry{Kind: KindCurrentContext, Name: name, File: f.path})
+		if f.cfg.CurrentContext != "" {
+			rep.Restored = append(rep.Restored, Entry{Kind: KindCurrentContext, Name: f.cfg.CurrentContext, File: f.path})
 		}
 	}
+	// Forget the previous current-context: the cluster is gone. A record of
+	// another cluster that points at this one's context now points at what
+	// this one's pointed at, so removing that one later restores a context
+	// that exists.
+	for _, f := range v.files {
+		s := f.state.Clusters[name]
+		if s == nil || s.PreviousCurrentContext == nil {
+			continue
+		}
+		for other, o := range f.state.Clusters {
+			if other != name && o.PreviousCurrentContext != nil && *o.PreviousCurrentContext == name {
+				prev := *s.PreviousCurrentContext
+				o.PreviousCurrentContext = &prev
+			}
+		}
+		s.PreviousCurrentContext = nil
+		f.stateDirty = true
+	}
 	v.sortEntries(rep.Changed)
+	v.sortEntries(rep.Restored)
 	return rep
+}
+
+// restoreEntries puts back, in the file that had them, the user's entries
+// named name that an overwrite replaced, where no entry of that kind and
+// name is left in any file, and forgets them in the state. An entry of that
+// name that appeared since is not replaced: the saved one stays in the
+// state, with a warning. It reports whether it put back a context.
+func restoreEntries(v *view, name string, rep *Report) bool {
+	restoredContext := false
+	for _, f := range v.files {
+		s := f.state.Clusters[name]
+		if s == nil {
+			continue
+		}
+		for _, k := range entryKinds {
+			if _, ok := entryExt(s.entries, k, name); !ok {
+				continue
+			}
+			switch cur := v.origin(k, name); {
+			case cur == nil:
+				setEntry(f.cfg, s.entries, k, name)
+				f.dirty = true
+				rep.Restored = append(rep.Restored, Entry{Kind: k, Name: name, File: f.path})
+				restoredContext = restoredContext || k == KindContext
+			case sameEntry(cur.cfg, s.entries, k, name):
+				// Already back: a run whose state update failed after it
+				// restored the entry, or a merge whose write failed.
+			default:
+				rep.Warnings = append(rep.Warnings, fmt.Sprintf("did not put back your %s %q that marina replaced in %s: %s holds a %s of that name now; the one marina replaced stays in %s, copy it from there if you want it back",
+					k, name, f.path, cur.path, k, f.real+StateSuffix))
+				continue
+			}
+			deleteEntry(s.entries, k, name)
+			f.stateDirty = true
+		}
+	}
+	return restoredContext
 }
 
 // entryExt returns the extensions of the entry of kind k named name in cfg,
@@ -329,8 +435,15 @@ func deleteEntry(cfg *clientcmdapi.Config, k, name string) {
 	}
 }
 
-// setEntry copies the entry of kind k named name from want into cfg and
-// reports whether that changed cfg.
+// sameEntry reports whether the entries of kind k named name in a and b
+// are equal, ignoring where they were loaded from.
+func sameEntry(a, b *clientcmdapi.Config, k, name string) bool {
+	c := a.DeepCopy()
+	return !setEntry(c, b, k, name)
+}
+
+// setEntry copies the entry of kind k named name from want, which must have
+// it, into cfg and reports whether that changed cfg.
 func setEntry(cfg, want *clientcmdapi.Config, k, name string) bool {
 	switch k {
 	case KindCluster:
@@ -346,6 +459,7 @@ func setEntry(cfg, want *clientcmdapi.Config, k, name string) bool {
 // setIfChanged stores e under name in m unless an equal entry (ignoring
 // where it was loaded from) is there, and reports whether it stored it.
 func setIfChanged[E interface{ DeepCopy() E }](m map[string]E, name string, e E, origin func(E) *string) bool {
+	*origin(e) = ""
 	if old, ok := m[name]; ok {
 		cmp := old.DeepCopy()
 		*origin(cmp) = ""
@@ -359,7 +473,8 @@ func setIfChanged[E interface{ DeepCopy() E }](m map[string]E, name string, e E,
 
 // file is one kubeconfig file of a Target as loaded for a change.
 type file struct {
-	path   string
+	path   string // as the Target names it
+	real   string // resolved (resolvePath): what locks, backups, state are named after
 	exists bool
 	raw    []byte // content as read, for the backup
 	cfg    *clientcmdapi.Config
@@ -367,20 +482,41 @@ type file struct {
 	// unknown lists fields of the file that the kubeconfig format does not
 	// define; a rewrite drops them.
 	unknown []string
+	// state is what marina replaced in the file (see StateSuffix);
+	// stateDirty says it changed.
+	state      *state
+	stateDirty bool
 }
 
 // view is the Target's files as loaded, in precedence order.
 type view struct {
 	files []*file
+	// stateFirst writes the state files before the kubeconfig files (the
+	// plan only adds to them); otherwise after (it only forgets).
+	stateFirst bool
 }
 
-// loadView reads every file of paths. A missing file is an empty config; a
-// file that does not parse is an error (marina does not rewrite what it
-// cannot read, and kubectl would fail on it too).
+// loadView reads every file of paths, and marina's state for it. A missing
+// file is an empty config; a file that does not parse is an error (marina
+// does not rewrite what it cannot read, and kubectl would fail on it too).
+// A later name of a file already listed (a symlink to it, say) is left out:
+// the first one takes precedence for everything anyway.
 func loadView(paths []string) (*view, error) {
 	v := &view{}
+	seen := map[string]bool{}
 	for _, p := range paths {
-		f := &file{path: p, cfg: clientcmdapi.NewConfig()}
+		real, err := resolvePath(p)
+		if err != nil {
+			return nil, err
+		}
+		if seen[real] {
+			continue
+		}
+		seen[real] = true
+		f := &file{path: p, real: real, cfg: clientcmdapi.NewConfig()}
+		if f.state, err = loadState(real + StateSuffix); err != nil {
+			return nil, err
+		}
 		raw, err := os.ReadFile(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -458,12 +594,12 @@ func (v *view) currentContext() string {
 	return ""
 }
 
-// dirtyPaths lists the files to rewrite.
-func (v *view) dirtyPaths() []string {
-	var out []string
+// dirtyFiles lists the files to rewrite: their content or their state.
+func (v *view) dirtyFiles() []*file {
+	var out []*file
 	for _, f := range v.files {
-		if f.dirty {
-			out = append(out, f.path)
+		if f.dirty || f.stateDirty {
+			out = append(out, f)
 		}
 	}
 	return out
@@ -495,11 +631,11 @@ func (t Target) transact(ctx context.Context, plan func(*view) (Report, error)) 
 		if err != nil {
 			return Report{}, err
 		}
-		locked := v.dirtyPaths()
-		if len(locked) == 0 {
+		dirty := v.dirtyFiles()
+		if len(dirty) == 0 {
 			return rep.normalized(), nil
 		}
-		unlock, err := lockFiles(ctx, locked)
+		unlock, locked, err := lockFiles(ctx, dirty)
 		if err != nil {
 			return Report{}, err
 		}
@@ -513,12 +649,16 @@ func (t Target) transact(ctx context.Context, plan func(*view) (Report, error)) 
 			if err != nil {
 				return Report{}, false, err
 			}
-			for _, p := range v.dirtyPaths() {
-				if !slices.Contains(locked, p) {
+			for _, f := range v.dirtyFiles() {
+				if !locked[f.real] {
 					return Report{}, false, nil
 				}
 			}
-			return rep, true, t.write(v, &rep)
+			err = t.write(v, &rep)
+			if err != nil {
+				rep = rep.onlyWritten()
+			}
+			return rep, true, err
 		}()
 		if ok || err != nil {
 			return rep.normalized(), err
@@ -527,43 +667,81 @@ func (t Target) transact(ctx context.Context, plan func(*view) (Report, error)) 
 	return Report{}, fmt.Errorf("the kubeconfig files %v kept changing while marina was locking them; try again", t.Files)
 }
 
-// write backs up (once per run) and atomically rewrites v's changed files,
-// recording what it did in rep.
+// write backs up (once per run) and atomically rewrites v's changed files
+// and their state files, recording what it did in rep.
 func (t Target) write(v *view, rep *Report) error {
 	for _, f := range v.files {
-		if !f.dirty {
-			continue
-		}
-		if t.needsBackup(f.path) {
-			if f.exists {
-				bak := f.path + BackupSuffix
-				if err := atomicfile.WriteFile(bak, f.raw, 0o600); err != nil {
-					return fmt.Errorf("back up %s before changing it: %w", f.path, err)
-				}
-				if err := narrowMode(bak); err != nil {
-					return err
-				}
-				rep.Backups = append(rep.Backups, bak)
-			}
-			t.backedUp(f.path)
-		}
-		data, err := clientcmd.Write(*f.cfg)
-		if err != nil {
-			return fmt.Errorf("write kubeconfig %s: serialise: %w", f.path, err)
-		}
-		if !f.exists {
-			if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
-				return fmt.Errorf("write kubeconfig %s: create directory: %w", f.path, err)
+		if f.stateDirty && v.stateFirst {
+			if err := f.state.write(f.real + StateSuffix); err != nil {
+				return err
 			}
 		}
-		if err := atomicfile.WriteFile(f.path, data, 0o600); err != nil {
-			return err
+		if f.dirty {
+			if err := t.writeFile(f, rep); err != nil {
+				return err
+			}
 		}
-		rep.Written = append(rep.Written, f.path)
-		if len(f.unknown) > 0 {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: the rewrite dropped content the kubeconfig format does not define (%s), as kubectl config would; %s keeps the previous content",
-				f.path, strings.Join(f.unknown, ", "), f.path+BackupSuffix))
+		if f.stateDirty && !v.stateFirst {
+			if err := f.state.write(f.real + StateSuffix); err != nil {
+				return fmt.Errorf("%w (%s itself is written)", err, f.path)
+			}
 		}
 	}
 	return nil
+}
+
+// writeFile backs f up unless this run already did, and rewrites it.
+func (t Target) writeFile(f *file, rep *Report) error {
+	bak, done := t.backup(f.real)
+	if !done {
+		if f.exists {
+			var warnings []string
+			var err error
+			bak, warnings, err = writeBackup(f.real, f.raw)
+			if err != nil {
+				return err
+			}
+			rep.Backups = append(rep.Backups, bak)
+			rep.Warnings = append(rep.Warnings, warnings...)
+		}
+		t.backedUp(f.real, bak)
+	}
+	data, err := clientcmd.Write(*f.cfg)
+	if err != nil {
+		return fmt.Errorf("write kubeconfig %s: serialise: %w", f.path, err)
+	}
+	if !f.exists {
+		if err := os.MkdirAll(filepath.Dir(f.real), 0o700); err != nil {
+			return fmt.Errorf("write kubeconfig %s: create directory: %w", f.path, err)
+		}
+	}
+	if err := atomicfile.WriteFile(f.real, data, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", f.path, err)
+	}
+	rep.Written = append(rep.Written, f.path)
+	if len(f.unknown) > 0 {
+		keeps := "the previous content is lost"
+		if bak != "" {
+			keeps = bak + " keeps the previous content"
+		}
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: the rewrite dropped content the kubeconfig format does not define (%s), as kubectl config would; %s",
+			f.path, strings.Join(f.unknown, ", "), keeps))
+	}
+	return nil
+}
+
+// onlyWritten returns r without the entries of files it did not write:
+// after a failed write, the report says what happened and nothing else.
+func (r Report) onlyWritten() Report {
+	keep := func(es []Entry) []Entry {
+		var out []Entry
+		for _, e := range es {
+			if slices.Contains(r.Written, e.File) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	r.Changed, r.Replaced, r.Restored = keep(r.Changed), keep(r.Replaced), keep(r.Restored)
+	return r
 }

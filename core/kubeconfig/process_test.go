@@ -145,7 +145,11 @@ func TestConcurrentMergesInSeparateProcesses(t *testing.T) {
 	if len(got.Contexts) != len(orig.Contexts)+n {
 		t.Errorf("%d contexts, want %d", len(got.Contexts), len(orig.Contexts)+n)
 	}
-	bak := parse(t, path+BackupSuffix)
+	baks, err := Backups(path)
+	if err != nil || len(baks) != KeepBackups {
+		t.Fatalf("backups %v (%v): want the newest %d of the %d runs", baks, err, KeepBackups, n)
+	}
+	bak := parse(t, baks[len(baks)-1])
 	if len(bak.Contexts) < len(orig.Contexts) || len(bak.Contexts) >= len(got.Contexts) {
 		t.Errorf("backup has %d contexts; want the state before the last merge", len(bak.Contexts))
 	}
@@ -183,7 +187,7 @@ func TestWriteFailureMidFileKeepsOriginal(t *testing.T) {
 	if !bytes.Equal(readOrNil(t, path), orig) {
 		t.Fatal("the kubeconfig changed although the write failed")
 	}
-	if !bytes.Equal(readOrNil(t, path+BackupSuffix), orig) {
+	if !bytes.Equal(lastBackup(t, path), orig) {
 		t.Error("backup missing or wrong")
 	}
 	noStrayFiles(t, filepath.Dir(path))
@@ -244,4 +248,62 @@ func TestKubectlLock(t *testing.T) {
 		t.Error("merge after kubectl released its lock did not happen")
 	}
 	noStrayFiles(t, filepath.Dir(path))
+}
+
+// TestConcurrentMergesThroughSymlinkAndRealPath: ten marina processes merge
+// ten clusters into one kubeconfig at the same moment, half of them naming
+// it by a symlink (a dotfiles-managed ~/.kube/config) and half by its real
+// path. They must serialise on the one file: all ten contexts end up in it.
+func TestConcurrentMergesThroughSymlinkAndRealPath(t *testing.T) {
+	const n = 10
+	real := copyCorpus(t, "gke", 0o600)
+	link := filepath.Join(t.TempDir(), "config")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	start := filepath.Join(t.TempDir(), "go")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]*bytes.Buffer, n)
+	for i := range cmds {
+		file := real
+		if i%2 == 0 {
+			file = link
+		}
+		outs[i] = &bytes.Buffer{}
+		cmds[i] = helper(ctx, "merge", helperFile+"="+file, helperName+"="+fmt.Sprintf("c%d", i), helperGo+"="+start)
+		cmds[i].Stdout, cmds[i].Stderr = outs[i], outs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(start, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("helper c%d: %v\n%s", i, err, outs[i])
+		}
+	}
+
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the symlink was replaced by a file: %v", err)
+	}
+	got := parse(t, real)
+	var lost []string
+	for i := range n {
+		name := fmt.Sprintf("c%d", i)
+		for _, k := range entryKinds {
+			if ext, ok := entryExt(got, k, name); !ok || !IsMarina(ext) {
+				lost = append(lost, k+" "+name)
+			}
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("lost to a concurrent merge through the other path: %v", lost)
+	}
+	noStrayFiles(t, filepath.Dir(real))
+	noStrayFiles(t, filepath.Dir(link))
 }

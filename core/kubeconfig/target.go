@@ -12,8 +12,9 @@ import (
 // loads, in its precedence order, which Merge and Remove edit. Make one with
 // DefaultTarget or NewTarget per run (one marina command) and use it for
 // every Merge and Remove of that run: it remembers which files it has
-// already backed up, so <file>.marina.bak keeps the content from before the
-// run's first change. A Target built as a literal backs up before every
+// already backed up, so a run makes one backup of each file it changes
+// (<file>.marina.bak.<time>, see BackupSuffix), with the content from before
+// the run's first change. A Target built as a literal backs up before every
 // change instead.
 //
 // The rule, kubectl's (clientcmd.PathOptions.GetDefaultFilename and
@@ -39,8 +40,10 @@ type Target struct {
 
 // runState is shared by the copies of a Target made by NewTarget.
 type runState struct {
-	mu       sync.Mutex
-	backedUp map[string]bool
+	mu sync.Mutex
+	// backedUp maps the resolved path of each file this run changed to the
+	// backup it made ("" when the run created the file).
+	backedUp map[string]string
 }
 
 // Precedence returns the files kubectl loads for a user with home
@@ -73,7 +76,7 @@ func DefaultTarget(home string) Target {
 // NewTarget returns a Target over files (in precedence order) that backs up
 // each file at most once.
 func NewTarget(files ...string) Target {
-	return Target{Files: files, run: &runState{backedUp: map[string]bool{}}}
+	return Target{Files: files, run: &runState{backedUp: map[string]string{}}}
 }
 
 // DefaultFile returns where kubectl, and so Merge, writes a new entry and
@@ -104,23 +107,26 @@ func defaultFile(files []string, exists []bool) string {
 	return files[len(files)-1]
 }
 
-// needsBackup reports whether path still has to be backed up in this run.
-func (t Target) needsBackup(path string) bool {
+// backup returns the backup this run made of the file at real (a resolved
+// path; "" when the run created the file), and whether the run already
+// dealt with it. A Target without run state never has.
+func (t Target) backup(real string) (string, bool) {
 	if t.run == nil {
-		return true
+		return "", false
 	}
 	t.run.mu.Lock()
 	defer t.run.mu.Unlock()
-	return !t.run.backedUp[path]
+	bak, ok := t.run.backedUp[real]
+	return bak, ok
 }
 
-// backedUp records that path's content from before this run's first change
-// is saved (or that there was none: the run created the file).
-func (t Target) backedUp(path string) {
+// backedUp records that real's content from before this run's first change
+// is saved in bak ("" when there was none: the run created the file).
+func (t Target) backedUp(real, bak string) {
 	if t.run == nil {
 		return
 	}
 	t.run.mu.Lock()
 	defer t.run.mu.Unlock()
-	t.run.backedUp[path] = true
+	t.run.backedUp[real] = bak
 }

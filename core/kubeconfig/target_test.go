@@ -111,7 +111,7 @@ func TestKubeconfigList(t *testing.T) {
 	if _, err := os.Stat(c); err == nil {
 		t.Error("c was created")
 	}
-	if !bytes.Equal(readOrNil(t, a+BackupSuffix), origA) || !bytes.Equal(readOrNil(t, b+BackupSuffix), origB) {
+	if !bytes.Equal(lastBackup(t, a), origA) || !bytes.Equal(lastBackup(t, b), origB) {
 		t.Error("backups do not hold the original files")
 	}
 
@@ -128,7 +128,9 @@ func TestKubeconfigList(t *testing.T) {
 	}
 
 	// A shadowed copy of marina's dev in c: Merge leaves it (kubectl never
-	// reads it), Remove deletes it too so it cannot resurface.
+	// reads it), Remove deletes it too so it cannot resurface. current-context
+	// goes back to a's from before the merge; c's, which marina did not set,
+	// is cleared.
 	shadow := clusterConfig(t, "dev")
 	shadow.CurrentContext = "dev"
 	if err := clientcmd.WriteToFile(*shadow, c); err != nil {
@@ -142,7 +144,7 @@ func TestKubeconfigList(t *testing.T) {
 		t.Errorf("remove wrote %v, want a, b and c", rep.Written)
 	}
 	view = kubectlView()
-	if view.CurrentContext != "" || view.Contexts["dev"] != nil || view.Clusters["dev"] != nil || view.AuthInfos["dev"] != nil {
+	if view.CurrentContext != "gke_acme-prod_europe-west1_web" || parse(t, c).CurrentContext != "" || view.Contexts["dev"] != nil || view.Clusters["dev"] != nil || view.AuthInfos["dev"] != nil {
 		t.Errorf("after remove kubectl sees current %q, contexts %v", view.CurrentContext, sortedKeys(view.Contexts))
 	}
 	if view.Contexts["qa"] == nil || view.Contexts["gke_acme-prod_europe-west1_web"] == nil || view.Contexts["dev-shop"] == nil {
