@@ -1,12 +1,16 @@
 package plugin
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/bcollard/marina/sdk"
 )
 
 func TestParseJSONLine(t *testing.T) {
@@ -155,5 +159,170 @@ func TestErrorMessage(t *testing.T) {
 	inner := errors.New("inner")
 	if !errors.Is(&Error{Err: inner}, inner) {
 		t.Error("Unwrap")
+	}
+}
+
+// TestStderrBudgets: per hook, the run log takes fileBudget of a plugin's
+// stderr, then says how much it left out and keeps the last tailBudget;
+// marina's logger takes termBudget (of the records at its level), then
+// warns once, and says at the end of the hook how much it did not show.
+// The next hook starts afresh.
+func TestStderrBudgets(t *testing.T) {
+	rec := newRecorder(slog.LevelInfo)
+	var file bytes.Buffer
+	p := newPluginLog("acme", slog.New(rec), &file)
+	line := func(i int) string { return fmt.Sprintf("%-1023d", i) } // 1 KiB with its newline
+	const n = fileBudget/1024 + 300
+	for i := 0; i < n; i++ {
+		p.stderrLine(line(i))
+	}
+	p.endHook()
+
+	got := strings.Split(strings.TrimSuffix(file.String(), "\n"), "\n")
+	var want []string
+	for i := 0; i < fileBudget/1024; i++ {
+		want = append(want, "[acme] "+line(i))
+	}
+	want = append(want,
+		"[acme] [marina] stderr over 1 MiB in this hook: later lines are left out; how many, and the last of them, follow when the hook ends",
+		"[acme] [marina] 236 stderr lines (236 KiB) left out: over 1 MiB in one hook; the last 64 lines follow")
+	for i := n - 64; i < n; i++ {
+		want = append(want, "[acme] "+line(i))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("the run log has %d lines, want %d; its end:\n%s", len(got), len(want), strings.Join(got[max(0, len(got)-70):len(got)-64], "\n"))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("run log line %d = %.120q, want %.120q", i, got[i], want[i])
+		}
+	}
+
+	recs := rec.records()
+	shown := termBudget / 1024
+	if len(recs) != shown+2 {
+		t.Fatalf("%d records on marina's logger, want %d lines and 2 warnings", len(recs), shown)
+	}
+	for i := 0; i < shown; i++ {
+		if recs[i].msg != line(i) {
+			t.Fatalf("record %d = %.60q, want line %d", i, recs[i].msg, i)
+		}
+	}
+	if w := recs[shown]; w.level != slog.LevelWarn || w.msg != "plugin stderr is over 64 KiB in this hook: the rest is not shown here; the run log has up to 1 MiB of it and its last lines" {
+		t.Errorf("first warning = %v %q", w.level, w.msg)
+	}
+	if w := recs[shown+1]; w.level != slog.LevelWarn || w.msg != "1260 plugin stderr lines (1.2 MiB) were not shown: over 64 KiB in one hook; see the run log" || w.attrs["plugin"] != "acme" {
+		t.Errorf("end-of-hook warning = %v %q %v", w.level, w.msg, w.attrs)
+	}
+	if last := p.lastLines(); len(last) != stderrLines || last[stderrLines-1] != line(n-1) {
+		t.Errorf("the error report's last lines end with %.40q, want the last line", last[len(last)-1])
+	}
+
+	// The next hook has fresh budgets, and nothing to report.
+	file.Reset()
+	p.stderrLine("next hook")
+	p.endHook()
+	if file.String() != "[acme] next hook\n" {
+		t.Errorf("next hook's run log = %q", file.String())
+	}
+	if recs := rec.records(); len(recs) != shown+3 || recs[shown+2].msg != "next hook" {
+		t.Errorf("next hook's line not shown: %d records", len(recs))
+	}
+
+	// Records below the logger's level do not use the terminal's budget.
+	rec = newRecorder(slog.LevelInfo)
+	p = newPluginLog("acme", slog.New(rec), nil)
+	for i := 0; i < 2*termBudget/1024; i++ {
+		p.stderrLine(`{"@level":"debug","@message":"` + strings.Repeat("d", 1000) + `"}`)
+	}
+	for i := 0; i < termBudget/1024; i++ {
+		p.stderrLine(line(i))
+	}
+	p.endHook()
+	if recs := rec.records(); len(recs) != termBudget/1024 || len(rec.find("not shown")) != 0 {
+		t.Errorf("%d records, want the %d Info lines and no warning", len(recs), termBudget/1024)
+	}
+}
+
+// TestStderrCleaned: what a plugin's stderr carries reaches marina's
+// logger and the run log without terminal control sequences, in the
+// message and in JSON attributes alike; the raw lines kept for error
+// reports are cleaned when the error is rendered.
+func TestStderrCleaned(t *testing.T) {
+	rec := newRecorder(slog.LevelInfo)
+	var file bytes.Buffer
+	p := newPluginLog("acme\x1b[2J", slog.New(rec), &file)
+	p.stderrLine(`{"@level":"warn","@message":"\u001b]0;pwned\u0007disk \u001b[31mfull\u001b[0m","path\u001b[8m":"/x\u001b[1A","n":3,"obj":{"k":"\u009b31m v"}}`)
+	p.stderrLine("\x1b]52;c;cHduZWQ=\x07plain \x1b[1mline\r")
+	p.writeFile("", "panic in PostUp: boom\x1b[31m\ngoroutine 1 [running]:")
+
+	recs := rec.records()
+	if len(recs) != 2 {
+		t.Fatalf("%d records", len(recs))
+	}
+	if r := recs[0]; r.level != slog.LevelWarn || r.msg != "disk full" || r.attrs["path"] != "/x" || r.attrs["n"] != "3" || r.attrs["obj"] != `{"k":" v"}` || r.attrs["plugin"] != "acme" {
+		t.Errorf("JSON record = %v %q %q", r.level, r.msg, r.attrs)
+	}
+	if r := recs[1]; r.msg != "plain line" {
+		t.Errorf("plain record = %q", r.msg)
+	}
+	if f := file.String(); !strings.Contains(f, "[acme] plain line\n") || !strings.Contains(f, "[acme] panic in PostUp: boom\ngoroutine 1 [running]:\n") || strings.ContainsAny(f, "\x1b\x07\r") {
+		t.Errorf("run log = %q", f)
+	}
+	// The raw lines are kept for error reports; Error() cleans them.
+	e := &Error{Plugin: "acme", Hook: "PostUp", Kind: KindHook, Cause: "failed", Stderr: p.lastLines()}
+	if got := e.Error(); got != "plugin acme, hook PostUp: failed\n  last stderr lines of acme:\n    WARN disk full n=3 obj=map[k: v] path=/x\n    plain line" {
+		t.Errorf("Error() = %q", got)
+	}
+}
+
+// TestErrorMessageCleaned: a plugin's text in *Error, *ConfigError and
+// *DependencyError is shown without terminal control sequences (newlines
+// kept in a multi-line cause) and capped.
+func TestErrorMessageCleaned(t *testing.T) {
+	e := &Error{Plugin: "acme", Version: "1.0.0\x1b[8m", Hook: "PostUp", Kind: KindHook, Cause: "\x1b]0;pwned\x07\x1b[31mbroken\x1b[0m\nsecond\r\x1b[2Kline\u202e"}
+	if got, want := e.Error(), "plugin acme 1.0.0, hook PostUp: broken\nsecondline"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	e = &Error{Plugin: "acme", Hook: "PostUp", Cause: strings.Repeat("y", 100000)}
+	if got := e.Error(); len(got) > maxCause+100 || !strings.HasSuffix(got, "y...") {
+		t.Errorf("a 100 kB cause renders as %d bytes, want it cut at %d", len(got), maxCause)
+	}
+	ce := &ConfigError{Plugin: "acme", Diagnostics: []sdk.Diagnostic{{Path: "pools\x1b[1A", Summary: "bad\x1b]0;t\x07 value", Detail: "see\nthe docs\x07"}}}
+	if got, want := ce.Error(), "plugin acme: config field pools: bad value (see the docs)"; got != want {
+		t.Errorf("ConfigError = %q, want %q", got, want)
+	}
+	de := &DependencyError{Plugin: "acme", Message: "plugin acme needs base \x1b[31m>=2\x1b[0m\n  fix it"}
+	if got, want := de.Error(), "plugin acme needs base >=2\n  fix it"; got != want {
+		t.Errorf("DependencyError = %q, want %q", got, want)
+	}
+}
+
+// TestCheckOutputs: the limits on outputs, against what the plugin
+// published before (a key published again replaces its value).
+func TestCheckOutputs(t *testing.T) {
+	desc := &sdk.Description{Outputs: []string{"a", "b", "c"}}
+	val := strings.Repeat("v", MaxOutputValue)
+	acc, dropped, cause := checkOutputs(desc, nil, map[string]string{"a": "1", "zz": "2", "b\x1b[8m": "3"})
+	if cause != "" || len(acc) != 1 || acc["a"] != "1" || strings.Join(dropped, ",") != "b\x1b[8m,zz" {
+		t.Errorf("undeclared: accepted %v, dropped %q, cause %q", acc, dropped, cause)
+	}
+	if w := droppedOutputsWarning(desc, dropped); !strings.Contains(w, `"b", "zz"; dropped`) || !strings.Contains(w, "declared: a, b, c") {
+		t.Errorf("warning = %q", w)
+	}
+	if _, _, cause := checkOutputs(desc, nil, map[string]string{"a": val}); cause != "" {
+		t.Errorf("a value of exactly %d bytes refused: %s", MaxOutputValue, cause)
+	}
+	if _, _, cause := checkOutputs(desc, nil, map[string]string{"a": val + "v"}); !strings.Contains(cause, `returned output "a" of 64.0 KiB; marina takes at most 64 KiB per output value`) {
+		t.Errorf("over the value limit: cause %q", cause)
+	}
+	// Published before: 1 MiB minus what a and b take now; replacing a
+	// with a value of the same size fits, adding b does not.
+	prev := map[string]string{"a": val, "c": strings.Repeat("c", MaxOutputsTotal-MaxOutputValue-2)}
+	if _, _, cause := checkOutputs(desc, prev, map[string]string{"a": val}); cause != "" {
+		t.Errorf("replacing a value of the same size refused: %s", cause)
+	}
+	if _, _, cause := checkOutputs(desc, prev, map[string]string{"b": "x"}); !strings.Contains(cause, "published outputs of 1.0 MiB in all; marina takes at most 1 MiB for all of a plugin's outputs") {
+		t.Errorf("over the total: cause %q", cause)
 	}
 }
