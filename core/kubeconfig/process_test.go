@@ -3,11 +3,13 @@ package kubeconfig
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Helper processes: the test binary re-executes itself with
@@ -25,6 +29,7 @@ const (
 	helperName  = "MARINA_KUBECONFIG_TEST_NAME"
 	helperGo    = "MARINA_KUBECONFIG_TEST_GO"
 	helperLimit = "MARINA_KUBECONFIG_TEST_FSIZE"
+	helperOpts  = "MARINA_KUBECONFIG_TEST_OPTS"
 
 	// exitMergeFailed is a helper's exit status when Merge returned an error.
 	exitMergeFailed = 3
@@ -37,7 +42,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runHelper merges cluster $NAME into $FILE, as one marina process would.
+// runHelper merges cluster $NAME into $FILE (a $KUBECONFIG-style list), as
+// one marina process would, and prints Merge's report as JSON on stdout.
+// $OPTS may hold "overwrite".
 // Mode "merge" first waits for the file $GO to appear, so that all helpers
 // start merging at the same moment; mode "fsize" first limits the size of
 // files the process may write to $FSIZE bytes (RLIMIT_FSIZE), so that
@@ -72,7 +79,13 @@ func runHelper(mode string) int {
 		return 2
 	}
 	cfg := clusterConfig(helperTB{}, name)
-	if _, err := Merge(context.Background(), NewTarget(file), cfg, name, MergeOptions{}); err != nil {
+	opts := MergeOptions{Overwrite: os.Getenv(helperOpts) == "overwrite"}
+	rep, err := Merge(context.Background(), NewTarget(filepath.SplitList(file)...), cfg, name, opts)
+	if jerr := json.NewEncoder(os.Stdout).Encode(rep); jerr != nil {
+		fmt.Fprintln(os.Stderr, "helper:", jerr)
+		return 2
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return exitMergeFailed
 	}
@@ -179,10 +192,9 @@ func TestWriteFailureMidFileKeepsOriginal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := helper(ctx, "fsize", helperFile+"="+path, helperName+"=dev", helperLimit+"="+strconv.Itoa(limit))
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitMergeFailed || !strings.Contains(string(out), syscall.EFBIG.Error()) {
-		t.Fatalf("helper: %v, want exit %d with %q:\n%s", err, exitMergeFailed, syscall.EFBIG.Error(), out)
+	rep := runFailingHelper(t, cmd)
+	if len(rep.Changed) != 0 || len(rep.Written) != 0 {
+		t.Errorf("report after the failed write: changed %v, written %v; want both empty: nothing was written", rep.Changed, rep.Written)
 	}
 	if !bytes.Equal(readOrNil(t, path), orig) {
 		t.Fatal("the kubeconfig changed although the write failed")
@@ -203,6 +215,24 @@ func TestWriteFailureMidFileKeepsOriginal(t *testing.T) {
 	if !bytes.Equal(readOrNil(t, path), readOrNil(t, probe)) {
 		t.Error("the retried merge differs from the probe merge")
 	}
+}
+
+// runFailingHelper runs a helper whose write must fail with EFBIG and
+// returns the report it printed.
+func runFailingHelper(t *testing.T, cmd *exec.Cmd) Report {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitMergeFailed || !strings.Contains(stderr.String(), syscall.EFBIG.Error()) {
+		t.Fatalf("helper: %v, want exit %d with %q:\n%s%s", err, exitMergeFailed, syscall.EFBIG.Error(), stdout.String(), stderr.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("helper's report: %v\n%s", err, stdout.String())
+	}
+	return rep
 }
 
 // TestKubectlLock: marina waits while kubectl's <file>.lock exists, goes on
@@ -306,4 +336,84 @@ func TestConcurrentMergesThroughSymlinkAndRealPath(t *testing.T) {
 	}
 	noStrayFiles(t, filepath.Dir(real))
 	noStrayFiles(t, filepath.Dir(link))
+}
+
+// TestWriteFailureSecondFileReportsOnlyTheFirst: with $KUBECONFIG a:b, merge
+// --overwrite writes a (new context and user) and then fails writing b
+// (the user's own cluster "dev" being replaced) for real, in a separate
+// process whose file size limit b's new content exceeds. The report lists
+// a's entries as changed and nothing of b's, b is untouched, and a later
+// remove cleans up without losing the user's cluster.
+func TestWriteFailureSecondFileReportsOnlyTheFirst(t *testing.T) {
+	setup := func() (a, b string) {
+		dir := t.TempDir()
+		a, b = filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		data, err := os.ReadFile(filepath.Join("testdata", "corpus", "gke.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(a, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// b: the user's own cluster "dev", padded with contexts so that b
+		// is larger than a will be after the merge.
+		cfg := clientcmdapi.NewConfig()
+		cfg.Clusters["dev"] = &clientcmdapi.Cluster{Server: "https://dev.example.com"}
+		for i := range 150 {
+			cfg.Contexts[fmt.Sprintf("pad-%03d", i)] = &clientcmdapi.Context{Cluster: "dev", AuthInfo: "someone", Namespace: "padding"}
+		}
+		if err := clientcmd.WriteToFile(*cfg, b); err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	}
+	size := func(p string) int { return len(readOrNil(t, p)) }
+
+	// Sizes: merge into a copy.
+	pa, pb := setup()
+	aOld, bOld := size(pa), size(pb)
+	if _, err := Merge(context.Background(), NewTarget(pa, pb), clusterConfig(t, "dev"), "dev", MergeOptions{Overwrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	aNew, bNew := size(pa), size(pb)
+	limit := (bOld + bNew) / 2
+	if aOld >= limit || aNew >= limit || bOld >= limit || bNew <= limit || size(StateFile(pb)) >= limit {
+		t.Fatalf("sizes a %d->%d, b %d->%d, state %d: no limit fails only b's new content", aOld, aNew, bOld, bNew, size(StateFile(pb)))
+	}
+
+	a, b := setup()
+	origB := readOrNil(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := helper(ctx, "fsize", helperFile+"="+a+string(os.PathListSeparator)+b, helperName+"=dev", helperOpts+"=overwrite", helperLimit+"="+strconv.Itoa(limit))
+	rep := runFailingHelper(t, cmd)
+	if want := []Entry{{KindContext, "dev", a}, {KindUser, "dev", a}}; !slices.Equal(rep.Changed, want) {
+		t.Errorf("changed %v, want only a's entries %v", rep.Changed, want)
+	}
+	if !slices.Equal(rep.Written, []string{a}) || len(rep.Replaced) != 0 {
+		t.Errorf("written %v, replaced %v; want [a] and nothing replaced", rep.Written, rep.Replaced)
+	}
+	if !bytes.Equal(readOrNil(t, b), origB) {
+		t.Fatal("b changed although its write failed")
+	}
+	if got := parse(t, a); got.Contexts["dev"] == nil || got.AuthInfos["dev"] == nil {
+		t.Error("a does not have what the report says was written")
+	}
+
+	// Remove takes marina's entries out of a and leaves the user's cluster
+	// in b, which the failed run had already noted as replaced.
+	rrep, err := Remove(context.Background(), NewTarget(a, b), "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rrep.Warnings) != 0 || len(rrep.Restored) != 0 || !bytes.Equal(readOrNil(t, b), origB) {
+		t.Errorf("remove after the failed run: %+v; b changed: %v", rrep, !bytes.Equal(readOrNil(t, b), origB))
+	}
+	if got := parse(t, a); got.Contexts["dev"] != nil || got.AuthInfos["dev"] != nil {
+		t.Error("remove left marina's entries in a")
+	}
+	if _, err := os.Stat(StateFile(b)); !os.IsNotExist(err) {
+		t.Errorf("state file of b left behind: %v", err)
+	}
+	noStrayFiles(t, filepath.Dir(a))
 }
