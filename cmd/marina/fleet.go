@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
-	"os"
 	"sort"
 	"sync"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/bcollard/marina/core/fleet"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/lifecycle"
+	"github.com/bcollard/marina/core/userfile"
 )
 
 func newFleetCmd(a *app) *cobra.Command {
@@ -32,10 +31,10 @@ func newFleetCmd(a *app) *cobra.Command {
 // readManifest reads -f (a path, or - for stdin).
 func readManifest(a *app, path string) ([]byte, string, error) {
 	if path == "-" {
-		b, err := io.ReadAll(a.in)
+		b, err := userfile.Read(a.in, "<stdin>", fleet.MaxManifestSize)
 		return b, "<stdin>", err
 	}
-	b, err := os.ReadFile(path)
+	b, err := userfile.ReadFile(path, fleet.MaxManifestSize)
 	if err != nil {
 		return nil, path, exitcode.NewUsage(fmt.Errorf("fleet manifest: %w", err))
 	}

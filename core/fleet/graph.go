@@ -35,7 +35,7 @@ func buildGraph(names []string, dependsOn [][]string, add func(path, format stri
 			continue
 		}
 		if first, dup := g.index[n]; dup {
-			add(fmt.Sprintf("spec.clusters[%d].name", i), "duplicate cluster name %q (also spec.clusters[%d]); give each cluster its own name", n, first)
+			add(fmt.Sprintf("spec.clusters[%d].name", i), "duplicate cluster name %s (also spec.clusters[%d]); give each cluster its own name", excerpt(n), first)
 			continue
 		}
 		g.index[n] = i
@@ -49,15 +49,15 @@ func buildGraph(names []string, dependsOn [][]string, add func(path, format stri
 			case d == "":
 				add(path, "empty dependency; name a cluster of this manifest or remove the item")
 			case d == names[i]:
-				add(path, "cluster %q depends on itself; remove this dependency", d)
+				add(path, "cluster %s depends on itself; remove this dependency", excerpt(d))
 			case !known:
 				hint := ""
 				if len(names) <= maxSuggestNames {
 					hint = suggest(d, names)
 				}
-				add(path, "unknown cluster %q%s; dependsOn names clusters of this manifest", d, hint)
+				add(path, "unknown cluster %s%s; dependsOn names clusters of this manifest", excerpt(d), hint)
 			case seen[d]:
-				add(path, "%q is listed twice; keep one", d)
+				add(path, "%s is listed twice; keep one", excerpt(d))
 			default:
 				g.deps[i] = append(g.deps[i], edge{to: to, at: j})
 				g.dependents[to] = append(g.dependents[to], i)

@@ -9,8 +9,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bcollard/marina/core/userfile"
 )
 
 // The keys each part of a manifest accepts.
@@ -48,6 +51,10 @@ var homes = func() map[string]string {
 // maxVisits bounds the nodes a manifest may expand to, aliases included.
 const maxVisits = 100000
 
+// MaxManifestSize is the largest manifest Parse reads (userfile.MaxSize,
+// the limit for every YAML file marina reads).
+const MaxManifestSize = userfile.MaxSize
+
 // Parse decodes a Fleet manifest strictly: one YAML document; unknown keys
 // (with a "did you mean"), duplicate keys, merge keys and wrongly typed
 // values are errors; apiVersion and kind must be exactly marina.dev/v1alpha1
@@ -60,6 +67,12 @@ func Parse(data []byte, source string) (f *Fleet, err error) {
 	f = &Fleet{Source: source, pos: map[string]pos{}}
 	p := &parser{f: f}
 	p.ps.pos = f.pos
+	if len(data) > MaxManifestSize {
+		// Callers read manifests through userfile, which stops sooner; this
+		// keeps Parse itself from building millions of nodes.
+		p.ps.list = append(p.ps.list, Problem{Path: "(document)", Message: fmt.Sprintf("the manifest is %d bytes, more than %s; is it the right file?", len(data), userfile.Size(MaxManifestSize)), Line: 1, Column: 1})
+		return nil, p.ps.err(source, "parse")
+	}
 	root, ok := p.document(data)
 	if ok {
 		p.top(root)
@@ -137,7 +150,24 @@ func (p *parser) at(path string, n *yaml.Node, format string, args ...any) {
 	if path == "" {
 		path = "(document)"
 	}
-	p.ps.list = append(p.ps.list, Problem{Path: path, Message: fmt.Sprintf(format, args...), Line: n.Line, Column: n.Column})
+	p.ps.list = append(p.ps.list, Problem{Path: clipText(path, 200), Message: fmt.Sprintf(format, args...), Line: n.Line, Column: n.Column})
+}
+
+// echo is the most of a key or value a message repeats: they can be
+// megabytes long, and a problem never echoes one whole.
+const echo = 64
+
+// clipText cuts s to at most n bytes, on a character boundary, saying how
+// long it was.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:cut], len(s))
 }
 
 // deref follows an alias and counts the visit; nil means the document is
@@ -198,12 +228,12 @@ func (p *parser) pairs(n *yaml.Node, path string, known []string, nulls bool, vi
 			continue
 		}
 		if first, dup := seen[key]; dup {
-			p.at(kp, k, "duplicate key %q (first set on line %d); keep one", key, first)
+			p.at(kp, k, "duplicate key %q (first set on line %d); keep one", clipText(key, echo), first)
 			continue
 		}
 		seen[key] = k.Line
 		if known != nil && !contains(known, key) {
-			p.at(kp, k, "unknown key %q%s", key, keyHint(key, known))
+			p.at(kp, k, "unknown key %q%s", clipText(key, echo), keyHint(key, known))
 			continue
 		}
 		p.f.pos[kp] = pos{k.Line, k.Column}
@@ -252,10 +282,7 @@ func describe(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		if len(n.Value) > 40 {
-			return fmt.Sprintf("%q...", n.Value[:40])
-		}
-		return fmt.Sprintf("%q", n.Value)
+		return fmt.Sprintf("%q", clipText(n.Value, 40))
 	default:
 		return "something else"
 	}
@@ -327,7 +354,7 @@ func (p *parser) top(root *yaml.Node) {
 					if strings.HasSuffix(s, "/v1alpha1") && strings.Contains(s, "klimax") {
 						hint += " (this looks like a klimax manifest: only the apiVersion changes)"
 					}
-					p.at(key, v, "unsupported apiVersion %q%s", s, hint)
+					p.at(key, v, "unsupported apiVersion %q%s", clipText(s, echo), hint)
 				}
 			}
 		case "kind":
@@ -335,7 +362,7 @@ func (p *parser) top(root *yaml.Node) {
 			if s, ok := p.str(v, key); ok {
 				p.f.Kind = s
 				if s != Kind {
-					p.at(key, v, "kind must be %q, got %q%s", Kind, s, suggest(s, []string{Kind}))
+					p.at(key, v, "kind must be %q, got %q%s", Kind, clipText(s, echo), suggest(s, []string{Kind}))
 				}
 			}
 		case "metadata":

@@ -85,7 +85,8 @@ type problems struct {
 }
 
 func (ps *problems) add(path, format string, args ...any) {
-	p := Problem{Path: path, Message: fmt.Sprintf(format, args...)}
+	// The path can hold a user's key (a label, a plugin name): never whole.
+	p := Problem{Path: clipText(path, 200), Message: fmt.Sprintf(format, args...)}
 	p.Line, p.Column = ps.locate(path)
 	if p.Path == "" {
 		p.Path = "(document)"

@@ -54,17 +54,17 @@ func (v *validator) add(path, format string, args ...any) { v.ps.add(path, forma
 
 func (v *validator) fleet(f *Fleet) {
 	if f.APIVersion != APIVersion {
-		v.add("apiVersion", "must be %s, got %q", APIVersion, f.APIVersion)
+		v.add("apiVersion", "must be %s, got %s", APIVersion, excerpt(f.APIVersion))
 	}
 	if f.Kind != Kind {
-		v.add("kind", "must be %s, got %q", Kind, f.Kind)
+		v.add("kind", "must be %s, got %s", Kind, excerpt(f.Kind))
 	}
 	switch name := f.Metadata.Name; {
 	case name == "":
 		v.add("metadata.name", "is required: it names the fleet and labels its nodes %s=<name>; add metadata: {name: my-fleet}", LabelFleet)
 	default:
 		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-			v.add("metadata.name", "fleet name %q is not a DNS label (%s); use lower-case letters, digits and '-', e.g. my-fleet", name, strings.Join(errs, "; "))
+			v.add("metadata.name", "fleet name %s is not a DNS label (%s); use lower-case letters, digits and '-', e.g. my-fleet", excerpt(name), strings.Join(errs, "; "))
 		}
 	}
 	s := f.Spec
@@ -72,7 +72,7 @@ func (v *validator) fleet(f *Fleet) {
 		v.add("spec.maxParallel", "%s", msg)
 	}
 	if s.Strategy != "" && !contains(Strategies, s.Strategy) {
-		v.add("spec.strategy", "unknown strategy %q%s; use %s (the default) or %s", s.Strategy, suggest(string(s.Strategy), []string{string(FailFast), string(ContinueOnError)}), FailFast, ContinueOnError)
+		v.add("spec.strategy", "unknown strategy %s%s; use %s (the default) or %s", excerpt(string(s.Strategy)), suggest(string(s.Strategy), []string{string(FailFast), string(ContinueOnError)}), FailFast, ContinueOnError)
 	}
 	if len(s.Clusters) == 0 {
 		v.add("spec.clusters", "a fleet needs at least one cluster; add spec.clusters: [my-cluster]")
@@ -97,11 +97,11 @@ func (v *validator) name(path, name string) {
 		return
 	}
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		v.add(path, "cluster name %q is not a DNS label (%s); use lower-case letters, digits and '-', e.g. east-1", name, strings.Join(errs, "; "))
+		v.add(path, "cluster name %s is not a DNS label (%s); use lower-case letters, digits and '-', e.g. east-1", excerpt(name), strings.Join(errs, "; "))
 		return
 	}
 	if len(name) > MaxNameLength {
-		v.add(path, "cluster name %q has %d characters; use at most %d (node hostnames are <name>-control-plane)", name, len(name), MaxNameLength)
+		v.add(path, "cluster name %s has %d characters; use at most %d (node hostnames are <name>-control-plane)", excerpt(name), len(name), MaxNameLength)
 	}
 }
 
@@ -174,16 +174,16 @@ func (v *validator) options(path string, o Options) {
 			mp := fmt.Sprintf("%s.registries[%d]", path, i)
 			switch {
 			case seen[m]:
-				v.add(mp, "mirror %q is listed twice; keep one", m)
+				v.add(mp, "mirror %s is listed twice; keep one", excerpt(m))
 			case !contains(v.ctx.KnownMirrors, m):
-				v.add(mp, "unknown mirror %q%s; %s", m, suggest(m, v.ctx.KnownMirrors), known("mirrors in marina's config (registries.mirrors)", v.ctx.KnownMirrors))
+				v.add(mp, "unknown mirror %s%s; %s", excerpt(m), suggest(m, v.ctx.KnownMirrors), known("mirrors in marina's config (registries.mirrors)", v.ctx.KnownMirrors))
 			}
 			seen[m] = true
 		}
 	}
 	for _, name := range sortedKeys(o.Plugins) {
 		if !contains(v.ctx.KnownPlugins, name) {
-			v.add(path+".plugins."+name, "unknown plugin %q%s; %s", name, suggest(name, v.ctx.KnownPlugins), known("plugins (see marina plugin list)", v.ctx.KnownPlugins))
+			v.add(path+".plugins."+name, "unknown plugin %s%s; %s", excerpt(name), suggest(name, v.ctx.KnownPlugins), known("plugins (see marina plugin list)", v.ctx.KnownPlugins))
 		}
 	}
 	v.labels(path+".labels", o.Labels)
@@ -202,7 +202,7 @@ func (v *validator) labels(path string, labels map[string]string) {
 	for _, k := range sortedKeys(labels) {
 		kp := path + "." + k
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			v.add(kp, "label key %q is not valid (%s); use [prefix/]name, e.g. example.com/team", k, strings.Join(errs, "; "))
+			v.add(kp, "label key %s is not valid (%s); use [prefix/]name, e.g. example.com/team", excerpt(k), strings.Join(errs, "; "))
 			continue
 		}
 		prefix := ""
@@ -224,7 +224,7 @@ func (v *validator) labels(path string, labels map[string]string) {
 			continue
 		}
 		if errs := validation.IsValidLabelValue(labels[k]); len(errs) > 0 {
-			v.add(kp, "label value %q is not valid (%s); use at most 63 letters, digits, '-', '_' or '.'", labels[k], strings.Join(errs, "; "))
+			v.add(kp, "label value %s is not valid (%s); use at most 63 letters, digits, '-', '_' or '.'", excerpt(labels[k]), strings.Join(errs, "; "))
 		}
 	}
 }
