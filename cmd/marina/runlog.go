@@ -14,12 +14,19 @@ import (
 // keepRunLogs is how many per-run plugin log files ~/.marina/logs keeps.
 const keepRunLogs = 20
 
+// maxRunLog caps one run's log file. core/plugin already caps each
+// plugin's stderr per hook (1 MiB and a tail); this bounds a run of many
+// plugins and hooks, so that no run can fill the disk.
+const maxRunLog = 64 << 20
+
 // runLog is the per-run log file of plugin output
 // (~/.marina/logs/<time>-<pid>.log), opened on first use.
 type runLog struct {
-	once sync.Once
-	f    *os.File
-	path string
+	once  sync.Once
+	f     *os.File
+	w     *cappedWriter
+	path  string
+	limit int64 // bytes (0: maxRunLog)
 }
 
 // writer returns the run's log file, or io.Discard if it cannot be created
@@ -44,11 +51,45 @@ func (r *runLog) writer(stderr io.Writer) io.Writer {
 		}
 		fmt.Fprintf(f, "# marina %s\n", strings.Join(os.Args[1:], " "))
 		r.f = f
+		limit := r.limit
+		if limit <= 0 {
+			limit = maxRunLog
+		}
+		r.w = &cappedWriter{w: f, limit: limit}
 	})
-	if r.f == nil {
+	if r.w == nil {
 		return io.Discard
 	}
-	return r.f
+	return r.w
+}
+
+// cappedWriter writes whole writes (lines) until limit bytes are used,
+// then one line saying the log is full, and drops the rest.
+type cappedWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	limit int64
+	used  int64
+	full  bool
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.full {
+		return len(p), nil
+	}
+	if c.used+int64(len(p)) > c.limit {
+		c.full = true
+		limit := fmt.Sprintf("%d bytes", c.limit)
+		if c.limit%(1<<20) == 0 {
+			limit = fmt.Sprintf("%d MiB", c.limit>>20)
+		}
+		_, err := fmt.Fprintf(c.w, "# marina: this run log reached its limit of %s; later plugin output is left out of it\n", limit)
+		return len(p), err
+	}
+	c.used += int64(len(p))
+	return c.w.Write(p)
 }
 
 // close closes the log file if it was opened.
