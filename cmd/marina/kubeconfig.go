@@ -23,7 +23,7 @@ func newKubeconfigCmd(a *app) *cobra.Command {
 		Aliases: []string{"kc"},
 		GroupID: "lab",
 		Short:   "Print, merge and remove the clusters' kubeconfigs",
-		Long: `Every cluster has its own kubeconfig, ~/.kube/marina/NAME.kubeconfig, whose context,
+		Long: fmt.Sprintf(`Every cluster has its own kubeconfig, ~/.kube/marina/NAME.kubeconfig, whose context,
 cluster and user are all called NAME. Use it directly (marina kubeconfig env NAME) or
 merge it into your own kubeconfig (marina kubeconfig merge|use NAME).
 
@@ -33,14 +33,14 @@ to the first file of the list that exists (the last one if none does). Everythin
 in your files is kept; comments are not (kubectl config drops them too). Before a
 command first changes a file, its content is saved to <file>.marina.bak.<time> (UTC,
 e.g. config.marina.bak.20250102T150405.000000000Z, next to the real file when <file> is
-a symlink); the newest 5 are kept. Writes are atomic and serialised, on the real file,
+a symlink); the newest %d are kept. Writes are atomic and serialised, on the real file,
 with other marina processes and with kubectl.
 
 marina marks the entries it writes (a "marina.dev" extension). It never replaces an
 entry of the same name that it did not write unless you pass --overwrite, and remove
 never deletes one. What marina replaces is kept in <file>.marina.state (mode 0600): your
 entries that --overwrite replaced, and the current-context before use. remove puts them
-back: your entries, and the previous current-context if that context still exists.`,
+back: your entries, and the previous current-context if that context still exists.`, kubeconfig.KeepBackups),
 	}
 	cmd.AddCommand(
 		newKubeconfigPathCmd(a),
@@ -167,7 +167,8 @@ updates them; the current context is left as it is.`
 	if use {
 		verb, short = "use", "Merge a cluster's kubeconfig into yours and make it the current context"
 		long = `Merge like marina kubeconfig merge NAME, and set current-context to NAME (in the file
-kubectl would write it to), so that kubectl talks to the cluster.`
+kubectl would write it to), so that kubectl talks to the cluster. marina kubeconfig
+remove NAME sets it back to the context that was current before.`
 	}
 	cmd := &cobra.Command{
 		Use:               verb + " NAME",

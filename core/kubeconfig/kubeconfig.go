@@ -7,7 +7,8 @@
 // other clusters, contexts and users, exec and auth-provider settings,
 // extensions at every level, preferences. What clientcmd does not model is
 // lost on a rewrite, exactly as with `kubectl config`: comments and keys that
-// are not part of the kubeconfig schema. The backup (see Merge) keeps them.
+// are not part of the kubeconfig schema. The backups (see BackupSuffix) keep
+// them.
 //
 // # Naming and ownership
 //
@@ -25,7 +26,17 @@
 // the marker (unless MergeOptions.Overwrite) and Remove never deletes one.
 // A marker is used rather than, say, comparing server addresses because it
 // is explicit, survives `kubectl config` edits (clientcmd round-trips
-// extensions) and needs no state file.
+// extensions) and needs no lookup elsewhere.
+//
+// # What marina replaced
+//
+// Merge with Overwrite replaces the user's own entries of the cluster's
+// name, and with SetCurrent the file's current-context. Both are recorded
+// in a state file next to the kubeconfig file (<file>.marina.state, see
+// StateSuffix), written under the same lock, and Remove puts them back: the
+// user's entries, and the current-context from before, if that context
+// still exists. So `merge --overwrite dev` then `remove dev` leaves the
+// user's dev as it was, however many runs happened in between.
 //
 // # Which file, with a $KUBECONFIG list
 //
@@ -39,15 +50,19 @@
 //
 // # Safety
 //
-// Writers serialise on a lock file next to each file they rewrite
-// (<file>.marina.lock, flock, so a crash never leaves it held) and also take
-// kubectl's own <file>.lock while they read, modify and write, so a
-// concurrent `kubectl config` cannot lose marina's change or the other way
-// round. Files are replaced atomically (temporary file in the same
-// directory, fsync, rename: see core/atomicfile), keeping their mode (0600
-// for a new file): a reader or a crash sees the old file or the new one,
-// never a half-written one. Before a Target changes a file for the first
-// time, the previous content is copied to <file>.marina.bak.
+// Writers serialise on a lock file next to each file they rewrite, named
+// after the resolved file (<file>.marina.lock with symlinks followed, flock,
+// so a crash never leaves it held): two writers that reach one file by a
+// symlink and by its real path take the same lock. They also take kubectl's
+// own <name>.lock, for the name given and the resolved one, while they read,
+// modify and write, so a concurrent `kubectl config` cannot lose marina's
+// change or the other way round. Files are replaced atomically (temporary
+// file in the same directory, fsync, rename: see core/atomicfile), keeping
+// their mode (0600 for a new file): a reader or a crash sees the old file or
+// the new one, never a half-written one. Before a Target changes a file for
+// the first time, the previous content is copied to a new backup,
+// <file>.marina.bak.<time> (see BackupSuffix); the newest KeepBackups are
+// kept. Backups and the state file are also named after the resolved file.
 package kubeconfig
 
 import (
