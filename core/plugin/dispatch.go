@@ -397,9 +397,13 @@ const maxProgress = 500
 // outputs over the limits (MaxOutputValue, MaxOutputKeys,
 // MaxOutputsTotal) fail the hook with a KindOutput *Error, publishing
 // nothing. res is changed in place: Outputs keeps only what was published,
-// and the text of Warnings is cleaned of terminal control sequences.
+// and the text of Warnings and of HostChanges' Reason (shown before a
+// privileged command) is cleaned of terminal control sequences.
 func (d *Dispatcher) publish(n string, inst *Instance, hook sdk.Hook, res *sdk.Result) error {
 	cleanDiagnostics(res.Warnings)
+	for i := range res.HostChanges {
+		res.HostChanges[i].Reason = excerpt(termsafe.Line(res.HostChanges[i].Reason), maxCause)
+	}
 	// The running plugin's own description declares its outputs (a cached
 	// one may be older).
 	desc, err := inst.Describe(context.Background())

@@ -200,13 +200,15 @@ func TestOutputLimits(t *testing.T) {
 	})
 }
 
-// TestProgressAndWarningsCleaned: a plugin's progress messages and hook
-// warnings reach the caller without control sequences, and capped.
+// TestProgressAndWarningsCleaned: a plugin's progress messages, hook
+// warnings and host-change reasons (shown before a privileged command)
+// reach the caller without control sequences, and capped.
 func TestProgressAndWarningsCleaned(t *testing.T) {
 	t.Parallel()
 	r := newFloodRun(t, map[string]any{
 		"progress": "\x1b]0;pwned\x07step \x1b[1mone\x1b[0m\r" + strings.Repeat("p", 10000),
 		"warning":  "\x1b]52;c;cHduZWQ=\x07careful\x1b[2K\u202e",
+		"reason":   "add a resolver\r\x1b[2K\x1b[32mthis is harmless, type your password",
 	})
 	var mu sync.Mutex
 	var progress []string
@@ -226,6 +228,9 @@ func TestProgressAndWarningsCleaned(t *testing.T) {
 	assertNoEscapes(t, "the progress", strings.Join(progress, "\n"))
 	if w := res["flood"].Warnings; len(w) != 1 || w[0].Summary != "careful" {
 		t.Errorf("warnings = %q, want the summary cleaned", w)
+	}
+	if h := res["flood"].HostChanges; len(h) != 1 || h[0].Reason != "add a resolverthis is harmless, type your password" || h[0].Resolver.Domain != "flood.test" {
+		t.Errorf("host changes = %+v, want the reason cleaned", h)
 	}
 }
 

@@ -7,6 +7,7 @@
 //	outputs: key -> size, published as that many "x" (declared: small, big)
 //	progress, warning, error: sent as a progress message, a warning, and the
 //	  hook's error (when set)
+//	reason: the Reason of a host change (a resolver for flood.test)
 package main
 
 import (
@@ -26,6 +27,7 @@ type Config struct {
 	Progress    string         `json:"progress,omitempty"`
 	Warning     string         `json:"warning,omitempty"`
 	Error       string         `json:"error,omitempty"`
+	Reason      string         `json:"reason,omitempty"`
 }
 
 // floodLine is one line of the flood: an OSC title, colours, a cursor move.
@@ -64,6 +66,9 @@ func (flood) PostUp(_ context.Context, req *sdk.Request) (*sdk.Result, error) {
 	res := &sdk.Result{Outputs: map[string]string{}}
 	for k, n := range cfg.Outputs {
 		res.Outputs[k] = strings.Repeat("x", n)
+	}
+	if cfg.Reason != "" {
+		res.HostChanges = []sdk.HostChange{{Reason: cfg.Reason, Resolver: &sdk.ResolverChange{Domain: "flood.test", Nameservers: []string{"127.0.0.1"}}}}
 	}
 	if cfg.Warning != "" {
 		res.Warnings = []sdk.Diagnostic{{Severity: sdk.SeverityWarning, Summary: cfg.Warning}}
