@@ -53,10 +53,22 @@
 // this). Each record is re-logged on marina's slog logger at its own level
 // with plugin=<name>, so the user's level filters plugin output (Info by
 // default; a plain stderr line counts as Info, a Go panic trace as Error).
-// go-plugin's own messages are logged at Debug. Raw stderr also goes to
-// Options.LogFile, each line prefixed "[name] ". Output on stdout after the
+// go-plugin's own messages are logged at Debug. Every stderr line also goes
+// to Options.LogFile, prefixed "[name] ". Output on stdout after the
 // handshake is logged as a warning; before the handshake it breaks the
 // protocol, and Start says so.
+//
+// # Plugin output is untrusted
+//
+// Everything a plugin sends that marina shows (log records and their
+// attributes, error messages, diagnostics, progress, host-change reasons)
+// is cleaned of terminal control sequences (package termsafe) and capped in
+// length. A plugin's stderr is capped per hook: fileBudget to the log file,
+// then a line saying how much was left out and the last tailBudget of it;
+// termBudget to the logger, then a warning. Outputs a hook returns that the
+// plugin's description does not declare are dropped with a warning; outputs
+// over MaxOutputKeys, MaxOutputValue or MaxOutputsTotal fail the hook
+// (KindOutput).
 //
 // # Dispatch
 //
