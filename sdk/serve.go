@@ -11,7 +11,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/Masterminds/semver/v3"
 	goplugin "github.com/hashicorp/go-plugin"
@@ -94,6 +93,12 @@ func Describe(p Plugin) (*Description, error) {
 
 // Serve runs p as a marina plugin. It never returns normally; call it from main.
 // Running the binary by hand prints a short explanation and exits 1.
+//
+// Serve binds the plugin's processes to marina's: when marina asks the
+// plugin to stop, sends it SIGTERM, or exits (even by SIGKILL), Serve
+// kills every process the plugin started (children and their descendants,
+// setsid(2) or not; on Linux the plugin is a child subreaper, so orphaned
+// descendants stay in its tree) and then exits.
 func Serve(p Plugin) {
 	if os.Getenv(Handshake.MagicCookieKey) != Handshake.MagicCookieValue {
 		d, err := Describe(p)
@@ -109,26 +114,15 @@ func Serve(p Plugin) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	go watchParent()
+	lt := startLifetime()
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolMajor: {PluginName: &GRPCPlugin{Impl: srv}}},
 		GRPCServer:       goplugin.DefaultGRPCServer,
 	})
-	os.Exit(0)
-}
-
-// watchParent exits the plugin when marina (its parent) is gone, so a
-// crashed host never leaves plugins behind.
-func watchParent() {
-	parent := os.Getppid()
-	for {
-		time.Sleep(500 * time.Millisecond)
-		if os.Getppid() != parent {
-			fmt.Fprintln(os.Stderr, "marina (the parent process) exited; plugin stopping")
-			os.Exit(2)
-		}
-	}
+	// The server stopped (marina's shutdown request): nothing the plugin
+	// started may outlive it.
+	lt.exit(0, "")
 }
 
 // NewLogger returns a slog logger writing JSON lines in the format go-plugin

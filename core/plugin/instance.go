@@ -66,6 +66,12 @@ type Options struct {
 	// created 0700 on first use) that the Dispatcher passes to the plugin's
 	// hooks as Env.StateDir.
 	StateRoot string
+	// RunDir holds the plugins' unix socket directories, under
+	// <RunDir>/plugins/<pid>-<start> of this process; a later marina
+	// removes those of a marina that no longer runs. "" means
+	// DefaultRunDir (~/.marina/run); when it is unusable or its socket
+	// paths would be too long, $TMPDIR/marina-<uid>/run is used.
+	RunDir string
 }
 
 // Defaults for Options.
@@ -104,6 +110,10 @@ type Instance struct {
 	desc    *sdk.Description
 	failed  *Error // set once: every later call returns it
 
+	// releaseLifetime gives back what Start took for the plugin's
+	// lifetime (its socket base dir, marina's subreaper status).
+	releaseLifetime func()
+
 	stopOnce sync.Once
 	stopping atomic.Bool // terminate has begun
 	stopErr  error
@@ -128,9 +138,26 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 		}
 	}
 
+	// Until the plugin is stopped, marina adopts the orphans of its tree,
+	// and its socket dir is under marina's run dir (see terminate).
+	base, releaseBase, err := acquireSocketBase(opts.RunDir)
+	if err != nil {
+		opts.Logger.Debug("plugin socket directory", "plugin", spec.Name, "dir", base, "skipped", err.Error())
+	}
+	var sockets *goplugin.UnixSocketConfig
+	if base != "" {
+		sockets = &goplugin.UnixSocketConfig{TempDir: base}
+	}
+	releaseReaper := holdSubreaper()
+	i.releaseLifetime = func() {
+		releaseBase()
+		releaseReaper()
+	}
+
 	stderr := &lineWriter{emit: i.logs.stderrLine}
 	i.stdio = []*lineWriter{{emit: i.logs.stdoutLine}, {emit: i.logs.stderrLine}}
 	i.client = goplugin.NewClient(&goplugin.ClientConfig{
+		UnixSocketConfig: sockets,
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: sdk.HostPluginSets(),
 		RunnerFunc:       i.newRunner,
@@ -181,13 +208,13 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 
 // newRunner is go-plugin's RunnerFunc: cmd carries the environment
 // go-plugin prepared (magic cookie, mTLS certificate, socket directory).
-func (i *Instance) newRunner(_ hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
+func (i *Instance) newRunner(_ hclog.Logger, cmd *exec.Cmd, socketDir string) (runner.Runner, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.cancel {
 		return nil, context.Canceled
 	}
-	i.runner = newProcRunner(i.spec.Path, i.spec.Args, cmd.Env)
+	i.runner = newProcRunner(i.spec.Path, i.spec.Args, cmd.Env, socketDir)
 	return i.runner, nil
 }
 

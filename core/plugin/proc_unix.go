@@ -2,11 +2,14 @@
 
 package plugin
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // sysProcAttr puts the plugin in its own process group. (There is no
 // Pdeathsig outside Linux; the SDK's parent watchdog stops a plugin whose
-// marina died.)
+// marina died, and kills the plugin's descendants.)
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
@@ -17,5 +20,17 @@ func groupAlive(pgid int) bool {
 	if pgid <= 0 {
 		return false
 	}
-	return syscall.Kill(-pgid, 0) == nil
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+// envHas is false: reading another process's environment needs
+// KERN_PROCARGS2, and without a subreaper orphans are launchd's anyway.
+func envHas(int, string) bool { return false }
+
+// reap does nothing: marina is no subreaper outside Linux, so it adopts
+// no process.
+func reap(int) {}
+
+// holdSubreaper does nothing: child subreapers are Linux-only.
+func holdSubreaper() (release func()) { return func() {} }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 )
 
@@ -31,6 +32,11 @@ type procRunner struct {
 	path string
 	args []string
 	env  []string
+	// token is the environment entry that names this plugin's socket dir
+	// (PLUGIN_UNIX_SOCKET_DIR=...): every descendant that keeps its
+	// environment carries it, which is how marina recognises the orphans
+	// it adopted.
+	token string
 
 	stdoutR, stderrR *os.File
 	stderrEOF        chan struct{}
@@ -48,8 +54,12 @@ type procRunner struct {
 
 var _ runner.Runner = (*procRunner)(nil)
 
-func newProcRunner(path string, args, env []string) *procRunner {
-	return &procRunner{path: path, args: args, env: env, done: make(chan struct{}), stderrEOF: make(chan struct{})}
+func newProcRunner(path string, args, env []string, socketDir string) *procRunner {
+	token := ""
+	if socketDir != "" {
+		token = goplugin.EnvUnixSocketDir + "=" + socketDir
+	}
+	return &procRunner{path: path, args: args, env: env, token: token, done: make(chan struct{}), stderrEOF: make(chan struct{})}
 }
 
 // Start starts the plugin process in its own process group.

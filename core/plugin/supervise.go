@@ -23,13 +23,20 @@ const pollInterval = 20 * time.Millisecond
 // terminate stops the plugin once; later calls wait for the first and
 // return its result. The sequence, each wait bounded by KillGrace:
 //
+//  0. snapshot the plugin's process tree (see procTree), so that
+//     descendants are known even once the plugin has exited;
 //  1. ask the plugin to shut down (go-plugin's controller Shutdown RPC) and
-//     wait for the process to exit;
+//     wait for the process to exit (the SDK's Serve kills the plugin's
+//     descendants before it exits);
 //  2. SIGTERM the process group and wait;
-//  3. SIGKILL the process group and wait for the process to be reaped;
-//  4. sweep: processes left in the group (children of the plugin) get
-//     SIGTERM, a wait, then SIGKILL;
-//  5. release go-plugin's goroutines and socket directory.
+//  3. freeze (SIGSTOP) and SIGKILL the plugin's whole tree, and wait for
+//     the plugin to be reaped;
+//  4. sweep: what is left of the tree — the group, every descendant ever
+//     seen, the orphans marina adopted as a child subreaper, and their
+//     descendants, setsid(2) or not — gets SIGTERM, a wait, then SIGKILL;
+//     adopted orphans are reaped;
+//  5. release go-plugin's goroutines and socket directory, the socket base
+//     dir and marina's subreaper status.
 //
 // The returned error (only wanted by Close, report=true) says the plugin
 // had to be killed or could not be.
@@ -56,7 +63,10 @@ func (i *Instance) stopProcess() error {
 	grace := i.opts.KillGrace
 	r := i.getRunner()
 	var escalated string
+	survivors := 0
 	if r != nil && r.isStarted() {
+		tree := newProcTree(r.pgid(), r.token)
+		tree.scan()
 		if !r.exited() && i.conn != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), grace)
 			start := time.Now()
@@ -66,18 +76,24 @@ func (i *Instance) stopProcess() error {
 		}
 		if !r.exited() {
 			escalated = fmt.Sprintf("did not exit within %s of the shutdown request; sent SIGTERM to its process group", grace)
+			tree.scan()
 			r.signalGroup(syscall.SIGTERM)
 			if !r.waitExit(grace) {
 				escalated = fmt.Sprintf("ignored the shutdown request and SIGTERM for %s each; killed its process group", grace)
+				tree.end(0, false)
 				r.signalGroup(syscall.SIGKILL)
 				r.waitExit(killWait)
 			}
 		}
+		survivors = tree.end(grace, true)
 		sweepGroup(r.pgid(), grace)
 	}
 	i.releaseClient(r, grace)
 	for _, w := range i.stdio {
 		w.Flush() // a last line without a newline
+	}
+	if i.releaseLifetime != nil {
+		i.releaseLifetime()
 	}
 
 	switch {
@@ -85,6 +101,8 @@ func (i *Instance) stopProcess() error {
 		return i.newError("stop", KindStop, fmt.Sprintf("process %d survived SIGKILL", r.pgid()), nil)
 	case r != nil && groupAlive(r.pgid()):
 		return i.newError("stop", KindStop, fmt.Sprintf("processes of group %d survived SIGKILL", r.pgid()), nil)
+	case survivors > 0:
+		return i.newError("stop", KindStop, fmt.Sprintf("%d descendant processes of plugin process %d survived SIGKILL", survivors, r.pgid()), nil)
 	case escalated != "":
 		return i.newError("stop", KindStop, escalated, nil)
 	}
@@ -92,7 +110,8 @@ func (i *Instance) stopProcess() error {
 }
 
 // sweepGroup ends what is left of process group pgid after its leader
-// exited: SIGTERM, up to grace for them to exit, then SIGKILL.
+// exited: SIGTERM, up to grace for them to exit, then SIGKILL. (The tree
+// sweep already did; this covers systems without a process-table reader.)
 func sweepGroup(pgid int, grace time.Duration) {
 	if !groupAlive(pgid) {
 		return
