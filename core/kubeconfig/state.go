@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -58,7 +59,7 @@ func loadState(path string) (*state, error) {
 		return nil, fmt.Errorf("read marina's kubeconfig state %s: %w", path, err)
 	}
 	if err := json.Unmarshal(data, st); err != nil {
-		return nil, fmt.Errorf("read marina's kubeconfig state %s: %w; it holds the entries marina replaced (merge --overwrite) and the current-context it changed: fix the file, or delete it to forget them (the %s.* backups keep earlier content)", path, err, BackupSuffix)
+		return nil, fmt.Errorf("read marina's kubeconfig state %s: %w; it holds the entries marina replaced (merge --overwrite) and the current-context it changed: fix the file, or delete it to forget them (the %s.* backups keep earlier content)", path, err, strings.TrimSuffix(path, StateSuffix)+BackupSuffix)
 	}
 	if st.Version != stateVersion {
 		return nil, fmt.Errorf("read marina's kubeconfig state %s: version %d, this marina reads version %d; use a marina that wrote it, or delete the file to forget what it keeps", path, st.Version, stateVersion)
