@@ -20,6 +20,8 @@ import (
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/pluginset"
+	"github.com/bcollard/marina/core/termsafe"
+	"github.com/bcollard/marina/core/userfile"
 )
 
 func newConfigCmd(a *app) *cobra.Command {
@@ -113,23 +115,38 @@ verified against the lock file first). Exit 2 when the configuration is invalid.
 			if err != nil && !errors.As(err, &verr) {
 				return err
 			}
-			res := validateResult{Valid: err == nil, Problems: []config.Problem{}, Warnings: []string{}}
-			if err == nil {
-				// The plugins check their own config sections.
-				var warnings []string
-				warnings, err = a.validatePlugins(cmd.Context(), l)
-				res.Warnings = append(res.Warnings, warnings...)
-				res.Valid = err == nil
-				if err != nil {
-					res.Problems = append(res.Problems, config.Problem{Path: "plugins", Message: err.Error()})
-				}
-			}
-			if l != nil {
-				res.File, res.Exists = l.Path, l.FileExists
-			}
+			res := validateResult{Problems: []config.Problem{}, Warnings: []string{}}
+			file := ""
 			if verr != nil {
-				res.Problems = verr.Problems
-				res.File = cmp.Or(verr.File, res.File)
+				res.Problems = append(res.Problems, verr.Problems...)
+				res.File, file = verr.File, verr.File
+			}
+			var failure error // a plugin that cannot be checked at all (not a config problem)
+			if l != nil {     // nil when the file itself could not be read
+				res.File, res.Exists = l.Path, l.FileExists
+				if l.FileExists {
+					file = l.Path
+				}
+				// The plugins check their own config sections even when the rest
+				// has problems: every problem of every layer in one run. A plugin
+				// whose own keys already have a problem is not asked.
+				skip := map[string]bool{}
+				for _, p := range res.Problems {
+					if rest, ok := strings.CutPrefix(p.Path, "plugins."); ok {
+						name, _, _ := strings.Cut(rest, ".")
+						skip[name] = true
+					}
+				}
+				warnings, problems, ferr := a.checkPlugins(cmd.Context(), l, skip)
+				res.Warnings = append(res.Warnings, warnings...)
+				res.Problems = append(res.Problems, problems...)
+				failure = ferr
+			}
+			config.SortProblems(file, res.Problems)
+			res.Valid = len(res.Problems) == 0 && failure == nil
+			err = failure
+			if len(res.Problems) > 0 {
+				err = errors.Join(&config.ValidationError{File: file, Problems: res.Problems}, failure)
 			}
 			if output != "text" {
 				if perr := printStructured(a.out, output, res); perr != nil {
@@ -196,7 +213,7 @@ An existing file is kept unless --force, which saves it as <file>.bak first.`,
 
 // writeInitFile writes the template to path, keeping or backing up an existing file.
 func writeInitFile(a *app, path string, tmpl []byte, force bool) error {
-	old, err := os.ReadFile(path)
+	old, err := userfile.ReadFile(path, userfile.MaxSize)
 	switch {
 	case err == nil && !force:
 		return exitcode.NewUsage(fmt.Errorf("%s already exists; keep it, edit it with `marina config edit`, or overwrite it with --force (the old file is saved as %s.bak)", path, path))
@@ -231,7 +248,7 @@ can edit it again. The config file is never left half-edited or invalid.`,
 			if err != nil {
 				return err
 			}
-			content, err := os.ReadFile(path)
+			content, err := userfile.ReadFile(path, userfile.MaxSize)
 			if errors.Is(err, fs.ErrNotExist) {
 				if content, err = config.InitTemplate(); err != nil {
 					return err
@@ -253,7 +270,7 @@ can edit it again. The config file is never left half-edited or invalid.`,
 				}
 				_, verr := config.Load(config.LoadOptions{Path: draft, Sets: a.global.sets})
 				if verr == nil {
-					edited, err := os.ReadFile(draft)
+					edited, err := userfile.ReadFile(draft, userfile.MaxSize)
 					if err != nil {
 						return err
 					}
@@ -296,17 +313,42 @@ func askYes(a *app, prompt string) bool {
 
 // validatePlugins checks that every enabled plugin can run and that its
 // config passes the plugin's own validation. It returns warnings (e.g.
-// built-ins this build does not have yet) and the first blocking error.
+// built-ins this build does not have yet) and an error: the config problems
+// (*config.ValidationError, each located in the file or --set that wrote it)
+// joined with a failure to check a plugin at all.
 func (a *app) validatePlugins(ctx context.Context, l *config.Loaded) ([]string, error) {
+	warnings, problems, err := a.checkPlugins(ctx, l, nil)
+	if len(problems) > 0 {
+		file := ""
+		if l.FileExists {
+			file = l.Path
+		}
+		config.SortProblems(file, problems)
+		err = errors.Join(&config.ValidationError{File: file, Problems: problems}, err)
+	}
+	return warnings, err
+}
+
+// checkPlugins checks every enabled plugin but those in skip: that it is
+// installed and unmodified, its dependencies, and its config, which the
+// plugin validates itself. Config problems are returned as problems located
+// through l (the plugin's field "pools[0].name" at the file line or --set
+// that wrote plugins.<name>.config.pools[0].name, or its nearest parent);
+// err is what stopped a plugin from being checked (a modified binary, a
+// plugin that does not start).
+func (a *app) checkPlugins(ctx context.Context, l *config.Loaded, skip map[string]bool) (warnings []string, problems []config.Problem, err error) {
 	entries, store, err := a.resolvePlugins(l)
 	if err != nil {
-		return nil, exitcode.NewUsage(err)
+		if entries == nil {
+			return nil, nil, exitcode.NewUsage(err)
+		}
+		problems = append(problems, config.Problem{Path: "plugins", Message: err.Error()}.Bounded())
 	}
 	var runnable []plugin.Plugin
-	var problems []config.Problem
 	var missingBuiltins []string
+	var failures []error
 	for _, e := range entries {
-		if !e.Enabled {
+		if !e.Enabled || skip[e.Name] {
 			continue
 		}
 		if e.Problem != "" {
@@ -314,33 +356,84 @@ func (a *app) validatePlugins(ctx context.Context, l *config.Loaded) ([]string, 
 				missingBuiltins = append(missingBuiltins, e.Name)
 				continue
 			}
-			problems = append(problems, config.Problem{Path: "plugins." + e.Name, Message: e.Problem})
+			// What makes the problem matter is that the plugin is enabled:
+			// blame the file line or --set that enabled it.
+			path, msg, where := "plugins."+e.Name, e.Problem, l.Locate("plugins."+e.Name+".enabled")
+			if rest, ok := strings.CutPrefix(msg, path+".version: "); ok {
+				path, msg, where = path+".version", rest, l.Locate(path+".version")
+			}
+			problems = append(problems, config.Problem{Path: path, Message: msg, Where: where}.Bounded())
+			continue
+		}
+		if err := pluginset.Verify(store, []pluginset.Entry{e}); err != nil {
+			failures = append(failures, err)
 			continue
 		}
 		runnable = append(runnable, e.Plugin)
 	}
-	var warnings []string
 	if len(missingBuiltins) > 0 {
 		warnings = append(warnings, fmt.Sprintf("built-in plugins not in this marina build yet (they are skipped): %s", strings.Join(missingBuiltins, ", ")))
 	}
-	if len(problems) > 0 {
-		return warnings, &config.ValidationError{File: l.Path, Problems: problems}
+	if len(runnable) > 0 {
+		d := plugin.NewDispatcher(runnable, a.pluginOptions())
+		defer d.Close()
+		ps, rest := pluginProblems(l, d.Validate(ctx))
+		problems = append(problems, ps...)
+		failures = append(failures, rest...)
 	}
-	if err := pluginset.Verify(store, entries); err != nil {
-		return warnings, err
-	}
-	if len(runnable) == 0 {
-		return warnings, nil
-	}
-	d := plugin.NewDispatcher(runnable, a.pluginOptions())
-	defer d.Close()
-	if err := d.Validate(ctx); err != nil {
-		var cerr *plugin.ConfigError
-		var derr *plugin.DependencyError
-		if errors.As(err, &cerr) || errors.As(err, &derr) {
-			return warnings, exitcode.NewUsage(err)
+	return warnings, problems, errors.Join(failures...)
+}
+
+// pluginProblems turns what the plugins said about their config and
+// dependencies into config problems, each located where the user wrote the
+// key; the other errors (a plugin that failed to start or answer) are
+// returned as they are.
+func pluginProblems(l *config.Loaded, err error) (problems []config.Problem, rest []error) {
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
 		}
-		return warnings, err
+		var ce *plugin.ConfigError
+		var de *plugin.DependencyError
+		switch {
+		case isJoin(err):
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				walk(e)
+			}
+		case errors.As(err, &ce):
+			for _, d := range ce.Diagnostics {
+				path := "plugins." + ce.Plugin + ".config"
+				if field := termsafe.Line(d.Path); field != "" {
+					if !strings.HasPrefix(field, "[") {
+						path += "."
+					}
+					path += field
+				}
+				msg := termsafe.Line(d.Summary)
+				if d.Detail != "" {
+					msg += " (" + termsafe.Line(d.Detail) + ")"
+				}
+				problems = append(problems, config.Problem{Path: path, Message: msg + " (plugin " + ce.Plugin + ")", Where: l.Locate(path)}.Bounded())
+			}
+		case errors.As(err, &de):
+			path, where := "plugins", ""
+			if de.Plugin != "" {
+				path = "plugins." + de.Plugin
+				where = l.Locate(path + ".enabled")
+			}
+			problems = append(problems, config.Problem{Path: path, Message: de.Error(), Where: where}.Bounded())
+		default:
+			rest = append(rest, err)
+		}
 	}
-	return warnings, nil
+	walk(err)
+	return problems, rest
+}
+
+// isJoin reports whether err is a list of errors (errors.Join), not one
+// error that may wrap others.
+func isJoin(err error) bool {
+	_, ok := err.(interface{ Unwrap() []error })
+	return ok
 }

@@ -25,7 +25,7 @@ func SetPluginEnabled(path, name string, enabled bool) error {
 	var refused *userfile.Error
 	switch {
 	case errors.As(err, &refused):
-		return &ValidationError{File: path, Problems: []Problem{{Path: "(file)", Message: refused.Reason + " (the config file)", Where: path}}}
+		return &ValidationError{File: path, Problems: []Problem{{Path: "(file)", Message: "the config file " + refused.Reason, Where: path}}}
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	}

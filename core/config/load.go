@@ -152,7 +152,7 @@ func Load(opts LoadOptions) (*Loaded, error) {
 	var refused *userfile.Error
 	switch {
 	case errors.As(err, &refused):
-		return nil, &ValidationError{File: path, Problems: []Problem{{Path: "(file)", Message: refused.Reason + " (the config file)", Where: path}}}
+		return nil, &ValidationError{File: path, Problems: []Problem{{Path: "(file)", Message: "the config file " + refused.Reason, Where: path}}}
 	case err == nil:
 		l.FileExists = true
 		sf := checkFile(path, data)
@@ -296,7 +296,7 @@ func Load(opts LoadOptions) (*Loaded, error) {
 					problems[i].Where = l.Locate(problems[i].Path)
 				}
 			}
-			problems[i] = problems[i].bounded()
+			problems[i] = problems[i].Bounded()
 		}
 		file := ""
 		if l.FileExists {
