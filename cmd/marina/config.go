@@ -104,10 +104,13 @@ func newConfigValidateCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Check the configuration; report every problem with its key, file and line (exit 2 if invalid)",
-		Long: `Check the configuration: strict decoding (unknown keys, types, with file and line),
-every rule of the schema, and then the config of every enabled plugin, which each plugin
-checks against its own schema (the plugins are started for this; their binaries are
-verified against the lock file first). Exit 2 when the configuration is invalid.`,
+		Long: `Check the configuration: strict decoding (unknown keys, types, one YAML document,
+with file and line), every rule of the schema, and the config of every enabled plugin,
+which each plugin checks against its own schema (the plugins are started for this, even
+when the rest has problems; their binaries are verified against the lock file first).
+Every problem of every layer is reported in one run, each with its source: the file and
+line, the MARINA_* variable or the --set flag that wrote the key (a plugin's field at
+the line of that key). Exit 2 when the configuration is invalid.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := a.loadConfig()
