@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 package plugin
 
@@ -80,9 +80,6 @@ func waitNothingLeft(t *testing.T, d time.Duration, marker, pidDir, runDir strin
 // orphaned setsid grandchild) leaves no process of the tree and no socket
 // dir within 2s; the next start removes the dead marina's socket base dir.
 func TestLifetimeHostKilled(t *testing.T) {
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Fatalf("this test needs Linux /proc (PR_SET_PDEATHSIG and a child subreaper): %v", err)
-	}
 	t.Parallel()
 	pluginBin, hostBin := buildTree(t, true)
 	marker, pidDir, runDir := newMarker(t), t.TempDir(), t.TempDir()
@@ -166,9 +163,6 @@ wait:
 // returns, setsid(2) grandchildren and orphans included, with or without
 // the SDK's own teardown (-raw: only marina kills them).
 func TestLifetimeStopKillsTree(t *testing.T) {
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Fatalf("this test needs Linux /proc (the subreaper adopts setsid orphans): %v", err)
-	}
 	t.Parallel()
 	pluginBin, _ := buildTree(t, false)
 	for _, tc := range []struct {

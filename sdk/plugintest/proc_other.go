@@ -2,7 +2,10 @@
 
 package plugintest
 
-import "os"
+import (
+	"os"
+	"syscall"
+)
 
 // processAlive reports whether a process with this pid exists.
 func processAlive(pid int) bool {
@@ -15,4 +18,14 @@ func processAlive(pid int) bool {
 	}
 	_ = p.Release()
 	return true
+}
+
+// sysProcAttr is the default: there are no process groups here.
+func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+// killGroup kills process pid (there are no process groups here).
+func killGroup(pid int) {
+	if p, err := os.FindProcess(pid); err == nil {
+		_ = p.Kill()
+	}
 }

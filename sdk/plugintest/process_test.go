@@ -3,7 +3,9 @@ package plugintest_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -99,11 +101,28 @@ func TestStartFailures(t *testing.T) {
 	if err != nil {
 		t.Fatalf("this test needs the true command: %v", err)
 	}
+	// A program that fails at start the way a plugin does when its main
+	// returns an error before sdk.Serve.
+	exits := filepath.Join(t.TempDir(), "exits")
+	script := "#!/bin/sh\necho 'loading settings' >&2\necho 'cannot initialise: missing thing' >&2\nexit 4\n"
+	if err := os.WriteFile(exits, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	chatty := filepath.Join(t.TempDir(), "chatty")
+	if err := os.WriteFile(chatty, []byte("#!/bin/sh\necho hello there\nsleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		name, binary, want string
+		name, binary string
+		want         []string
 	}{
-		{name: "not a plugin", binary: notPlugin, want: "starting plugin"},
-		{name: "missing binary", binary: t.TempDir() + "/nope", want: "starting plugin"},
+		{name: "prints to stdout", binary: chatty, want: []string{"starting plugin", `it printed "hello there" to stdout before the handshake`}},
+		{name: "not a plugin", binary: notPlugin, want: []string{"starting plugin", "exited before the handshake (exit status 0)", "must call sdk.Serve"}},
+		{name: "exits at start", binary: exits, want: []string{
+			"starting plugin", "exited before the handshake (exit status 4)",
+			"plugin stderr (last lines):\nloading settings\ncannot initialise: missing thing",
+		}},
+		{name: "missing binary", binary: t.TempDir() + "/nope", want: []string{"starting plugin", "no such file or directory"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,8 +131,13 @@ func TestStartFailures(t *testing.T) {
 			if err == nil {
 				t.Fatalf("start(%s) = %+v, want an error", tt.binary, h)
 			}
-			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.binary) {
-				t.Errorf("error %q, want it to contain %q and the binary", err, tt.want)
+			for _, want := range append(tt.want, tt.binary) {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q, want it to contain %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "architecture") {
+				t.Errorf("error %q blames the architecture; the plugin ran and exited", err)
 			}
 			if testing.Verbose() {
 				t.Log(err)
