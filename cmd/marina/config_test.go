@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,10 +121,9 @@ plugins:
 func TestConfigValidateLargePluginConfig(t *testing.T) {
 	home := t.TempDir()
 	var b strings.Builder
-	b.WriteString("plugins:\n  metallb:\n    enabled: false\n    config:\n      items:\n")
-	for i := 0; i < 100100; i++ {
-		fmt.Fprintf(&b, "        - a%d\n", i)
-	}
+	b.WriteString("plugins:\n  metallb:\n    enabled: false\n    config:\n      items: [")
+	b.WriteString(strings.Repeat("a,", 100100)) // 200 KB, far below the size limit
+	b.WriteString("a]\n")
 	path := writeConfigFile(t, home, b.String())
 	r := marina(t, home, nil, "config", "validate")
 	if r.code != 2 || !strings.Contains(r.stderr, "more than 100000 YAML nodes") || !strings.Contains(r.stderr, path+":") {
@@ -169,11 +167,11 @@ func TestUserFilesAreBounded(t *testing.T) {
 	}{
 		{[]string{"-c", "/dev/zero", "config", "validate"}, nil, "the config file is a character device, not a regular file; give the path of a file (/dev/zero)"},
 		{[]string{"-c", fifo, "config", "view"}, nil, "the config file is a named pipe (FIFO), not a regular file; give the path of a file (" + fifo + ")"},
-		{[]string{"-c", big, "config", "validate"}, nil, "the config file is larger than 4 MiB"},
+		{[]string{"-c", big, "config", "validate"}, nil, "the config file is larger than 1 MiB"},
 		{[]string{"-c", fifo, "plugin", "enable", "metallb"}, nil, "named pipe"},
 		{[]string{"fleet", "create", "--dry-run", "-f", "/dev/zero"}, nil, "/dev/zero: is a character device"},
 		{[]string{"fleet", "create", "--dry-run", "-f", fifo}, nil, "named pipe"},
-		{[]string{"fleet", "create", "--dry-run", "-f", "-"}, bytes.Repeat([]byte("#\n"), 3<<20), "<stdin>: is larger than 4 MiB"},
+		{[]string{"fleet", "create", "--dry-run", "-f", "-"}, bytes.Repeat([]byte("#\n"), 3<<20), "<stdin>: is larger than 1 MiB"},
 	} {
 		r := marinaBounded(t, home, tc.stdin, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {

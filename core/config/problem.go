@@ -145,15 +145,17 @@ func clipArgs(args []any) []any {
 }
 
 // The most a problem's path, source and message may hold, whatever built
-// them (a 4 MiB key is a 4 MiB path; a --set flag carries its value).
+// them (a 1 MiB key is a 1 MiB path; a --set flag carries its value).
 const (
 	maxPath    = 200
 	maxWhere   = 200
 	maxMessage = 2000
 )
 
-// bounded returns p with its path, source and message clipped.
-func (p Problem) bounded() Problem {
+// Bounded returns p with its path, source and message clipped to a few
+// hundred bytes (the message to 2000): for problems built from untrusted
+// or very long text.
+func (p Problem) Bounded() Problem {
 	p.Path = clip(p.Path, maxPath)
 	p.Where = clip(p.Where, maxWhere)
 	p.Message = clip(p.Message, maxMessage)

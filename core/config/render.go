@@ -222,7 +222,7 @@ func Reference() string {
 	b.WriteString("Nothing is dropped silently. The file holds one YAML document: a second one after `---` is an\n")
 	b.WriteString("error at its line. A file that expands to more than 100000 YAML nodes (a very large plugin\n")
 	b.WriteString("`config:` section, or aliases) is an error at the first node not read. The config file must be a\n")
-	b.WriteString("regular file of at most 4 MiB (a directory, named pipe or device is refused at once), the same limit\n")
+	b.WriteString("regular file of at most 1 MiB (a directory, named pipe or device is refused at once), the same limit\n")
 	b.WriteString("as for Fleet manifests. A `--set plugins.<name>.config.<key>` for a plugin that nothing else names\n")
 	b.WriteString("is an error. Sizes past 8EiB are too large. Messages quote at most the first 64 bytes of a value.\n\n")
 	b.WriteString("`marina config validate` reports every problem of every layer in one run, exit 2: the file's, the\n")

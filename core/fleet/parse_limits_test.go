@@ -10,7 +10,7 @@ import (
 func TestParseRefusesOversizedManifest(t *testing.T) {
 	data := []byte(head + "spec:\n  clusters: [a]\n# " + strings.Repeat("x", MaxManifestSize) + "\n")
 	_, err := Parse(data, "big.yaml")
-	checkProblems(t, err, []want{{"(document)", 1, 1, "more than 4 MiB; is it the right file?"}})
+	checkProblems(t, err, []want{{"(document)", 1, 1, "more than 1 MiB; is it the right file?"}})
 }
 
 // TestProblemsDoNotEchoLongValues: keys and values of any size are quoted by
