@@ -52,6 +52,18 @@ func treeLeft(t *testing.T, marker, pidDir string) []string {
 	return left
 }
 
+// shortRunDir returns a new run dir with a short path: a long one (such as
+// t.TempDir's) would make marina fall back to $TMPDIR for the sockets.
+func shortRunDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
 // socketDirs lists go-plugin socket dirs under runDir.
 func socketDirs(runDir string) []string {
 	dirs, _ := filepath.Glob(filepath.Join(runDir, "plugins", "*", "plugin-dir*"))
@@ -82,7 +94,7 @@ func waitNothingLeft(t *testing.T, d time.Duration, marker, pidDir, runDir strin
 func TestLifetimeHostKilled(t *testing.T) {
 	t.Parallel()
 	pluginBin, hostBin := buildTree(t, true)
-	marker, pidDir, runDir := newMarker(t), t.TempDir(), t.TempDir()
+	marker, pidDir, runDir := newMarker(t), t.TempDir(), shortRunDir(t)
 	host := exec.Command(hostBin, "-plugin", pluginBin, "-marker", marker, "-dir", pidDir, "-rundir", runDir)
 	host.Stderr = os.Stderr
 	out, err := host.StdoutPipe()
@@ -177,7 +189,7 @@ func TestLifetimeStopKillsTree(t *testing.T) {
 		{"raw plugin, Close after the hook", true, "close"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			marker, pidDir, runDir := newMarker(t), t.TempDir(), t.TempDir()
+			marker, pidDir, runDir := newMarker(t), t.TempDir(), shortRunDir(t)
 			args := []string{"-marker", marker, "-dir", pidDir}
 			if tc.raw {
 				args = append(args, "-raw")
@@ -259,5 +271,31 @@ func TestSweepSocketBases(t *testing.T) {
 	}
 	if strings.Join(got, ",") != strings.Join([]string{"notes", self}, ",") && strings.Join(got, ",") != self+",notes" {
 		t.Errorf("after the sweep: %v, want only %s and notes", got, self)
+	}
+}
+
+// TestSocketBaseFallback: a run dir whose socket paths would be too long
+// for sun_path is not used; $TMPDIR/marina-<uid>/run is, and the base dir
+// goes when its last user releases it.
+func TestSocketBaseFallback(t *testing.T) {
+	tmp := shortRunDir(t)
+	t.Setenv("TMPDIR", tmp)
+	long := filepath.Join(tmp, strings.Repeat("d", 80))
+	base, release, err := acquireSocketBase(long)
+	if err == nil || !strings.Contains(err.Error(), "socket paths would exceed") || !strings.Contains(err.Error(), long) {
+		t.Errorf("acquireSocketBase(%s) error = %v, want the run dir named as too long", long, err)
+	}
+	want := filepath.Join(tmp, "marina-"+strconv.Itoa(os.Getuid()), "run", "plugins", ownerName())
+	if base != want {
+		t.Fatalf("base = %q, want %q", base, want)
+	}
+	_, release2, _ := acquireSocketBase(long)
+	release()
+	if _, err := os.Stat(base); err != nil {
+		t.Errorf("the base dir went while a plugin still used it: %v", err)
+	}
+	release2()
+	if _, err := os.Stat(base); !os.IsNotExist(err) {
+		t.Errorf("the base dir %s outlived its last user (%v)", base, err)
 	}
 }
