@@ -70,7 +70,7 @@ type Options struct {
 	// <RunDir>/plugins/<pid>-<start> of this process; a later marina
 	// removes those of a marina that no longer runs. "" means
 	// DefaultRunDir (~/.marina/run); when it is unusable or its socket
-	// paths would be too long, $TMPDIR/marina-<uid>/run is used.
+	// paths would be too long, $TMPDIR/marina-<uid>/run (or /tmp/...) is used.
 	RunDir string
 }
 

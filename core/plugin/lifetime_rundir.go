@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -46,9 +47,11 @@ var socketBases = struct {
 // (0700), so that the sockets of a marina that was killed are found and
 // removed by the next one. The first use of a run dir sweeps the dirs of
 // marina processes that no longer run. When runDir cannot be used, or its
-// socket paths would be too long, $TMPDIR/marina-<uid>/run is used; when
-// that fails too, "" (go-plugin's default, the system temp dir). release
-// removes the base dir once no plugin of this process uses it.
+// socket paths would be too long, $TMPDIR/marina-<uid>/run or
+// /tmp/marina-<uid>/run is used; when all fail, "" (go-plugin's default,
+// the system temp dir). release
+// removes the base dir once no plugin of this process uses it. A run dir
+// is used only if its plugins dir is this user's and private.
 func acquireSocketBase(runDir string) (base string, release func(), err error) {
 	var tried []error
 	for _, root := range runDirCandidates(runDir) {
@@ -63,15 +66,21 @@ func acquireSocketBase(runDir string) (base string, release func(), err error) {
 	return "", func() {}, errors.Join(tried...)
 }
 
+// runDirCandidates lists the run dirs to try: runDir (or the default),
+// then $TMPDIR/marina-<uid>/run, then /tmp/marina-<uid>/run (macOS's
+// $TMPDIR is too long for socket paths).
 func runDirCandidates(runDir string) []string {
 	if runDir == "" {
 		runDir = DefaultRunDir()
 	}
-	fallback := filepath.Join(os.TempDir(), "marina-"+strconv.Itoa(os.Getuid()), "run")
-	if runDir == "" || runDir == fallback {
-		return []string{fallback}
+	own := "marina-" + strconv.Itoa(os.Getuid())
+	var out []string
+	for _, d := range []string{runDir, filepath.Join(os.TempDir(), own, "run"), filepath.Join("/tmp", own, "run")} {
+		if d != "" && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
 	}
-	return []string{runDir, fallback}
+	return out
 }
 
 // ownerName names this process's base dir: pid and start time.
@@ -98,12 +107,35 @@ func useSocketBase(root string) (string, error) {
 	if err := os.MkdirAll(plugins, 0o700); err != nil {
 		return "", fmt.Errorf("run directory %s: %w", root, err)
 	}
+	if err := checkPrivate(plugins); err != nil {
+		return "", fmt.Errorf("run directory %s: %w", root, err)
+	}
 	sweepSocketBases(plugins)
 	if err := os.Mkdir(base, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("run directory %s: %w", root, err)
 	}
 	socketBases.users[base]++
 	return base, nil
+}
+
+// checkPrivate refuses a directory that is a symlink, is not owned by
+// this user, or that others may write to (e.g. a /tmp/marina-<uid> made
+// by someone else to catch marina's sockets).
+func checkPrivate(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	case ok && int(st.Uid) != os.Getuid():
+		return fmt.Errorf("%s belongs to uid %d, not to this user (%d): remove it", dir, st.Uid, os.Getuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s is writable by others (mode %v): chmod 700 it", dir, fi.Mode().Perm())
+	}
+	return nil
 }
 
 func dropSocketBase(base string) {

@@ -299,3 +299,25 @@ func TestSocketBaseFallback(t *testing.T) {
 		t.Errorf("the base dir %s outlived its last user (%v)", base, err)
 	}
 }
+
+// TestSocketBaseRefusesSharedDir: a run dir whose plugins dir others may
+// write to is not used for sockets (the fallback is).
+func TestSocketBaseRefusesSharedDir(t *testing.T) {
+	tmp := shortRunDir(t)
+	t.Setenv("TMPDIR", tmp)
+	shared := filepath.Join(tmp, "shared")
+	if err := os.MkdirAll(filepath.Join(shared, "plugins"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(shared, "plugins"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	base, release, err := acquireSocketBase(shared)
+	defer release()
+	if err == nil || !strings.Contains(err.Error(), "writable by others") {
+		t.Errorf("error = %v, want the shared plugins dir refused", err)
+	}
+	if strings.HasPrefix(base, shared) || base == "" {
+		t.Errorf("base = %q, want the fallback, not %s", base, shared)
+	}
+}

@@ -13,22 +13,21 @@ func listProcs() []procEntry {
 	out := make([]procEntry, 0, len(kps))
 	for i := range kps {
 		kp := &kps[i]
-		st := kp.Proc.P_starttime
 		out = append(out, procEntry{
 			pid: int(kp.Proc.P_pid), ppid: int(kp.Eproc.Ppid), pgid: int(kp.Eproc.Pgid),
-			start:  uint64(st.Sec)*1_000_000 + uint64(st.Usec),
+			start:  uint64(kp.Proc.P_starttime.Sec),
 			zombie: kp.Proc.P_stat == 5, // SZOMB
 		})
 	}
 	return out
 }
 
-// procStart returns the start time of process pid (microseconds since the epoch).
+// procStart returns the start time of process pid, in seconds since the
+// epoch (short, for socket paths; a pid is not reused within a second).
 func procStart(pid int) (uint64, bool) {
 	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
 	if err != nil || int(kp.Proc.P_pid) != pid || kp.Proc.P_stat == 5 {
 		return 0, false
 	}
-	st := kp.Proc.P_starttime
-	return uint64(st.Sec)*1_000_000 + uint64(st.Usec), true
+	return uint64(kp.Proc.P_starttime.Sec), true
 }
