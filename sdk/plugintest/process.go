@@ -82,12 +82,14 @@ func start(t testing.TB, binary string) (*Harness, error) {
 	logw := newTestLog(t, "")
 	stderr := &tailBuffer{max: 64 << 10}
 	var proc *procRunner
+	socketDir := ""
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: sdk.HostPluginSets(),
 		// go-plugin prepares cmd's environment (cookie, certificate,
 		// socket dir) only.
-		RunnerFunc: func(_ hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
+		RunnerFunc: func(_ hclog.Logger, cmd *exec.Cmd, dir string) (runner.Runner, error) {
+			socketDir = dir
 			c := exec.Command(binary)
 			c.Env = cmd.Env
 			proc = newProcRunner(c)
@@ -105,6 +107,11 @@ func start(t testing.TB, binary string) (*Harness, error) {
 	})
 	stop := func() {
 		client.Kill()
+		// go-plugin's Kill leaves its socket dir when the plugin never
+		// started (a missing binary).
+		if socketDir != "" {
+			_ = os.RemoveAll(socketDir)
+		}
 		if proc == nil || proc.pid() == 0 {
 			return
 		}

@@ -97,6 +97,9 @@ func TestOutOfProcess(t *testing.T) {
 }
 
 func TestStartFailures(t *testing.T) {
+	// go-plugin makes its socket dirs in the temp dir.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	notPlugin, err := exec.LookPath("true")
 	if err != nil {
 		t.Fatalf("this test needs the true command: %v", err)
@@ -147,6 +150,19 @@ func TestStartFailures(t *testing.T) {
 			}
 		})
 	}
+	if dirs := socketDirs(t, tmp); len(dirs) != 0 {
+		t.Errorf("failed starts left go-plugin socket dirs: %q", dirs)
+	}
+}
+
+// socketDirs lists go-plugin's socket dirs in dir.
+func socketDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(dir, "plugin-dir*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
 }
 
 func TestBuildFailure(t *testing.T) {
