@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/core/pluginstore"
 	"github.com/bcollard/marina/core/scaffold"
+	"github.com/bcollard/marina/core/suggest"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -31,7 +34,27 @@ func (a *app) openStore() (*pluginstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pluginstore.Open(root, lockPath, a.describeBinary), nil
+	store := pluginstore.Open(root, lockPath, a.describeBinary)
+	store.BuiltinNames = builtinNames()
+	return store, nil
+}
+
+// builtinNames are the names no installed plugin may take: the built-ins of
+// this binary and those the config knows as built-in.
+func builtinNames() []string {
+	seen := map[string]bool{}
+	for name := range builtins() {
+		seen[name] = true
+	}
+	for _, name := range config.BuiltinPlugins {
+		seen[name] = true
+	}
+	names := make([]string, 0, len(seen))
+	for name := range seen {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // pluginOptions are the runtime options for plugins started by this process:
@@ -89,28 +112,42 @@ func newPluginListCmd(a *app) *cobra.Command {
 		Short:   "List built-in and installed plugins with their versions, hooks and status",
 		Long: `List every built-in plugin and every installed version. STATUS is active (enabled and
 selected by the config's version constraint), installed (another version is selected, or
-the plugin is not enabled), disabled, or unavailable (enabled but cannot run; see DETAIL).
-Fast: it reads the store's manifests and starts no plugin.`,
+the plugin is not enabled), disabled, unavailable (enabled but cannot run; see DETAIL),
+modified (the binary no longer has the sha256 recorded at install or pinned in the lock
+file: it will not be launched), lock unreadable (the lock file ~/.marina/plugins.lock
+cannot be read, so no installed plugin can be checked and run) or shadowed (installed
+under the name of a built-in, which always wins). Exit status 1 when any binary is
+modified or the lock file is unreadable. It reads the store's manifests, hashes the
+installed binaries and starts no plugin.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			rows, err := a.pluginRows()
+			rows, problems, err := a.pluginRows()
 			if err != nil {
 				return err
 			}
 			if output != "text" {
-				return printStructured(a.out, output, rows)
-			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSTATUS")
-			for _, r := range rows {
-				status := r.Status
-				if r.Detail != "" {
-					status += " (" + r.Detail + ")"
+				if err := printStructured(a.out, output, rows); err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, dash(r.Version), r.Source, dash(r.Protocol),
-					dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), status)
+			} else {
+				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSTATUS")
+				for _, r := range rows {
+					status := r.Status
+					if r.Detail != "" {
+						status += " (" + r.Detail + ")"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, dash(r.Version), r.Source, dash(r.Protocol),
+						dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), status)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
 			}
-			return tw.Flush()
+			if len(problems) > 0 {
+				return errors.New(strings.Join(problems, "\n"))
+			}
+			return nil
 		},
 	}
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
@@ -124,25 +161,34 @@ func dash(s string) string {
 	return s
 }
 
-// pluginRows joins the plugin set of the effective config with the store.
-func (a *app) pluginRows() ([]pluginRow, error) {
+// Statuses `plugin list` shows besides active, installed, disabled and unavailable.
+const (
+	statusModified       = "modified"
+	statusLockUnreadable = "lock unreadable"
+	statusShadowed       = "shadowed"
+)
+
+// pluginRows joins the plugin set of the effective config with the store,
+// and checks every installed binary against its manifest and the lock file.
+// problems (one line each) are what makes `plugin list` exit 1: a modified
+// binary or an unreadable lock file.
+func (a *app) pluginRows() (rows []pluginRow, problems []string, err error) {
 	l, err := a.loadConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	entries, store, err := a.resolvePlugins(l)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	installed, err := store.List()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byName := map[string][]pluginstore.Installed{}
 	for _, inst := range installed {
 		byName[inst.Name] = append(byName[inst.Name], inst)
 	}
-	var rows []pluginRow
 	seen := map[string]bool{}
 	for _, e := range entries {
 		seen[e.Name] = true
@@ -151,6 +197,12 @@ func (a *app) pluginRows() ([]pluginRow, error) {
 			r.Status = statusOf(e, true)
 			r.Detail = e.Problem
 			rows = append(rows, r)
+			// Installed before installs of built-in names were refused: never run.
+			for _, inst := range byName[e.Name] {
+				r := installedRow(inst)
+				r.Status, r.Detail = statusShadowed, fmt.Sprintf("a plugin built into marina has this name and always wins; remove this one with `marina plugin remove %s@%s`", inst.Name, inst.Version)
+				rows = append(rows, r)
+			}
 			continue
 		}
 		if len(byName[e.Name]) == 0 {
@@ -174,7 +226,51 @@ func (a *app) pluginRows() ([]pluginRow, error) {
 			rows = append(rows, r)
 		}
 	}
-	return rows, nil
+	problems = verifyRows(store, rows)
+	return rows, problems, nil
+}
+
+// verifyRows checks the binary of every installed row against the sha256
+// recorded at install and pinned in the lock file, marks the rows that
+// fail, and returns one line per problem. An unreadable lock file marks the
+// active installed plugins (nothing can check them before a launch, so no
+// run can use them) and is a problem itself.
+func verifyRows(store *pluginstore.Store, rows []pluginRow) []string {
+	var problems []string
+	lf, lockErr := store.ReadLock()
+	if lockErr != nil {
+		problems = append(problems, fmt.Sprintf("lock file unreadable: %v", lockErr))
+	}
+	results, err := store.VerifyInstalls(lf) // lf is nil when unreadable: manifests only
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	byPath := map[string]error{}
+	for _, res := range results {
+		if res.Installed.Path != "" {
+			byPath[res.Installed.Path] = res.Err
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		if r.Path == "" {
+			continue
+		}
+		switch err := byPath[r.Path]; {
+		case errors.Is(err, pluginstore.ErrModified) || errors.Is(err, pluginstore.ErrLockMismatch):
+			r.Status, r.Detail = statusModified, err.Error()
+			problems = append(problems, fmt.Sprintf("plugin %s %s: binary modified: %v", r.Name, r.Version, err))
+		case err != nil:
+			if r.Status == "active" {
+				r.Status = "unavailable"
+			}
+			r.Detail = err.Error()
+			problems = append(problems, fmt.Sprintf("plugin %s %s: %v", r.Name, r.Version, err))
+		case lockErr != nil && r.Status == "active":
+			r.Status, r.Detail = statusLockUnreadable, lockErr.Error()
+		}
+	}
+	return problems
 }
 
 func statusOf(e pluginset.Entry, selected bool) string {
@@ -310,11 +406,15 @@ func newPluginInstallCmd(a *app) *cobra.Command {
 		Short: "Install a plugin from a binary, a directory, a .tar.gz, an https URL or oci://REGISTRY/REPO[:TAG]",
 		Long: `Install a plugin version into ~/.marina/plugins/<name>/<version>/. The binary is checked
 (format, platform), started once to describe itself, and refused if its protocol is one
-this marina cannot speak. https sources need --sha256 (or --insecure-skip-checksum, which
-'plugin list' then shows). Installing a version that is already installed with the same
+this marina cannot speak, or if it has the name of a built-in plugin (which would always
+win). https sources need --sha256 (or --insecure-skip-checksum, which 'plugin list' then
+shows). Installing a version that is already installed with the same
 binary does nothing; a different binary for an installed version is refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(args[0]) == "" {
+				return exitcode.NewUsage(errors.New("plugin install: SOURCE is empty; give a plugin binary, a directory or .tar.gz with a marina-plugin.json, an https:// URL or an oci:// reference (for the current directory, write .)"))
+			}
 			store, err := a.openStore()
 			if err != nil {
 				return err
@@ -322,6 +422,9 @@ binary does nothing; a different binary for an installed version is refused.`,
 			var inst *pluginstore.Installed
 			err = a.withLock(cmd.Context(), func() error {
 				if inst, err = store.Install(cmd.Context(), args[0], opts); err != nil {
+					if errors.Is(err, pluginstore.ErrBuiltinName) {
+						return exitcode.NewUsage(err)
+					}
 					return err
 				}
 				return a.pinSelection()
@@ -345,24 +448,105 @@ binary does nothing; a different binary for an installed version is refused.`,
 }
 
 func newPluginRemoveCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var disable bool
+	cmd := &cobra.Command{
 		Use:     "remove NAME[@VERSION]",
 		Aliases: []string{"rm"},
 		Short:   "Remove an installed plugin version, or every version",
-		Args:    cobra.ExactArgs(1),
+		Long: `Remove one installed version (NAME@VERSION) or every version (NAME) of a plugin.
+Refused when the plugin is enabled in the config and no installed version would be left
+for plugins.NAME.version to select (every run would then fail): pass --disable to also
+disable it in the config file, or install another version first.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, version, _ := strings.Cut(args[0], "@")
 			store, err := a.openStore()
 			if err != nil {
 				return err
 			}
-			if err := a.withLock(cmd.Context(), func() error { return store.Remove(name, version) }); err != nil {
+			path, _, err := config.ResolvePath(a.global.configPath, "")
+			if err != nil {
+				return err
+			}
+			disabled := false
+			err = a.withLock(cmd.Context(), func() error {
+				orphan, err := a.removeOrphans(store, name, version)
+				if err != nil {
+					return err
+				}
+				if orphan != "" {
+					if !disable {
+						return exitcode.NewUsage(fmt.Errorf("%s: the config would then reference nothing and every run would fail. Pass --disable to also disable %s in %s, or install another version first; nothing was removed", orphan, name, path))
+					}
+					// Disable first: a disabled plugin without a binary is harmless,
+					// an enabled one without a binary breaks every run.
+					if err := config.SetPluginEnabled(path, name, false); err != nil {
+						return err
+					}
+					disabled = true
+				}
+				if err := store.Remove(name, version); err != nil {
+					return err
+				}
+				if _, err := a.loadConfig(); err != nil {
+					return nil // warned above; nothing to pin against
+				}
+				return a.pinSelection()
+			})
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out, "removed %s\n", args[0])
+			if disabled {
+				fmt.Fprintf(a.out, "disabled %s in %s (no installed version was left for it)\n", name, path)
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&disable, "disable", false, "also disable the plugin in the config file when no installed version would be left for it")
+	return cmd
+}
+
+// removeOrphans says, when removing version of name ("" = every version)
+// would leave the config enabling a plugin with no installed version to
+// select, why ("" otherwise). Nothing that is not installed counts: the
+// store's own error for that is clearer.
+func (a *app) removeOrphans(store *pluginstore.Store, name, version string) (string, error) {
+	if _, ok := builtins()[name]; ok {
+		return "", nil
+	}
+	installed, _ := store.List()
+	present := false
+	for _, inst := range installed {
+		if inst.Name == name && (version == "" || inst.Version == version) {
+			present = true
+		}
+	}
+	if !present {
+		return "", nil
+	}
+	l, err := a.loadConfig()
+	if err != nil {
+		// The config is broken already; removing must stay possible.
+		fmt.Fprintf(a.err, "Warning: cannot tell whether the config still needs plugin %s: %v\n", name, err)
+		return "", nil
+	}
+	pc, ok := l.Config.Plugins[name]
+	if !ok || !pc.Enabled {
+		return "", nil
+	}
+	if _, err := store.ResolveAfterRemove(name, pc.Version, version); err == nil {
+		return "", nil
+	}
+	what := "every installed version of " + name
+	if version != "" {
+		what = name + " " + version
+	}
+	constraint := "any version"
+	if pc.Version != "" {
+		constraint = fmt.Sprintf("plugins.%s.version %q", name, pc.Version)
+	}
+	return fmt.Sprintf("plugin %s is enabled and, once %s is removed, no installed version matches %s", name, what, constraint), nil
 }
 
 func newPluginToggleCmd(a *app, enable bool) *cobra.Command {
@@ -380,6 +564,9 @@ func newPluginToggleCmd(a *app, enable bool) *cobra.Command {
 				return err
 			}
 			return a.withLock(cmd.Context(), func() error {
+				if err := a.checkToggle(args[0], enable); err != nil {
+					return err
+				}
 				if err := config.SetPluginEnabled(path, args[0], enable); err != nil {
 					return err
 				}
@@ -391,6 +578,78 @@ func newPluginToggleCmd(a *app, enable bool) *cobra.Command {
 			})
 		},
 	}
+}
+
+// checkToggle refuses, before the config file is touched, to enable a plugin
+// that no run could use: not built in, not installed, or with no installed
+// version matching plugins.NAME.version. Disabling needs only a name marina
+// knows (built in, installed or in the config), so a typo is not written.
+func (a *app) checkToggle(name string, enable bool) error {
+	if _, ok := builtins()[name]; ok {
+		return nil
+	}
+	store, err := a.openStore()
+	if err != nil {
+		return err
+	}
+	installed, _ := store.List()
+	known := map[string]bool{}
+	for _, inst := range installed {
+		known[inst.Name] = true
+	}
+	l, lerr := a.loadConfig()
+	if !enable {
+		if known[name] || lerr != nil {
+			return nil // a broken config must stay fixable with disable
+		}
+		if _, ok := l.Config.Plugins[name]; ok {
+			return nil
+		}
+		return exitcode.NewUsage(unknownPlugin("disable", name, installed))
+	}
+	if !known[name] {
+		return exitcode.NewUsage(unknownPlugin("enable", name, installed))
+	}
+	if lerr != nil {
+		return lerr
+	}
+	constraint := l.Config.Plugins[name].Version
+	if _, err := store.Resolve(name, constraint); err != nil {
+		return exitcode.NewUsage(fmt.Errorf("plugin enable %s: %w; or change plugins.%s.version in the config (nothing was changed)", name, err, name))
+	}
+	return nil
+}
+
+// unknownPlugin is the error for a name that is neither built in nor
+// installed, with the nearest known name and the list to choose from.
+func unknownPlugin(verb, name string, installed []pluginstore.Installed) error {
+	var names []string
+	seen := map[string]bool{}
+	for n := range builtins() {
+		names, seen[n] = append(names, n), true
+	}
+	var inst []string
+	for _, i := range installed {
+		if !seen[i.Name] {
+			names, seen[i.Name] = append(names, i.Name), true
+			inst = append(inst, i.Name)
+		}
+	}
+	msg := fmt.Sprintf("plugin %s %s: no plugin %q is built in or installed", verb, name, name)
+	if s := suggest.Closest(name, names); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	builtin := make([]string, 0, len(builtins()))
+	for n := range builtins() {
+		builtin = append(builtin, n)
+	}
+	sort.Strings(builtin)
+	installedList := "none"
+	if len(inst) > 0 {
+		installedList = strings.Join(inst, ", ")
+	}
+	msg += fmt.Sprintf(" (built in: %s; installed: %s). Install a plugin first with `marina plugin install SOURCE`; nothing was changed", strings.Join(builtin, ", "), installedList)
+	return errors.New(msg)
 }
 
 // verifyRow is one line of `plugin verify`.
@@ -482,8 +741,8 @@ make test install.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "directory to create (default ./marina-plugin-NAME)")
-	cmd.Flags().StringVar(&o.Module, "module", "", "Go module path (default example.com/marina-plugin-NAME)")
-	cmd.Flags().StringVar(&o.Description, "description", "", "one line describing the plugin")
+	cmd.Flags().StringVar(&o.Module, "module", "", "Go module path, e.g. github.com/you/marina-plugin-NAME (default example.com/marina-plugin-NAME)")
+	cmd.Flags().StringVar(&o.Description, "description", "", "one line describing the plugin (at most 200 characters, no newlines or control characters; quotes are fine)")
 	cmd.Flags().StringVar(&o.SDKPath, "sdk", "", "build against a local marina checkout (adds a replace directive)")
 	cmd.Flags().StringVar(&o.SDKVersion, "sdk-version", "", "marina module version to require (default: this marina's version)")
 	return cmd

@@ -127,7 +127,14 @@ func TestPluginLifecycle(t *testing.T) {
 		t.Fatalf("verify: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 
-	// Remove one version; the other stays.
+	// Removing the version the config's "^1.1" selects would leave the
+	// enabled plugin with nothing to run: refused, nothing removed.
+	r = marina(t, home, nil, "plugin", "remove", "acme@1.1.0")
+	if r.code != 2 || !strings.Contains(r.stderr, `no installed version matches plugins.acme.version "^1.1"`) || !strings.Contains(r.stderr, "nothing was removed") {
+		t.Fatalf("remove of the selected version: exit %d\n%s", r.code, r.stderr)
+	}
+	// With a constraint 1.0.0 satisfies, remove one version; the other stays.
+	writeConfig("plugins:\n  acme:\n    enabled: true\n    version: \"~1.0\"\n")
 	if r := marina(t, home, nil, "plugin", "remove", "acme@1.1.0"); r.code != 0 {
 		t.Fatalf("remove: %d %s", r.code, r.stderr)
 	}
