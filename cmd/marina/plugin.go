@@ -20,6 +20,7 @@ import (
 	"github.com/bcollard/marina/core/pluginstore"
 	"github.com/bcollard/marina/core/scaffold"
 	"github.com/bcollard/marina/core/suggest"
+	"github.com/bcollard/marina/core/termsafe"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -137,8 +138,8 @@ installed binaries and starts no plugin.`,
 					if r.Detail != "" {
 						status += " (" + r.Detail + ")"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, dash(r.Version), r.Source, dash(r.Protocol),
-						dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), status)
+					fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, dash(r.Version), r.Source, dash(r.Protocol),
+						dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), status}, "\t")))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -334,12 +335,14 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 				Description *sdk.Description
 			}{src, d})
 		}
-		fmt.Fprintf(a.out, "%s %s (protocol %s, %s)\n", d.Name, d.Version, d.Protocol, src)
+		// Everything below comes from the plugin binary: shown cleaned of
+		// terminal control sequences (package termsafe).
+		fmt.Fprintf(a.out, "%s %s (protocol %s, %s)\n", termsafe.Line(d.Name), termsafe.Line(d.Version), termsafe.Line(d.Protocol), termsafe.Line(src))
 		if d.Description != "" {
-			fmt.Fprintf(a.out, "  %s\n", d.Description)
+			fmt.Fprintf(a.out, "  %s\n", termsafe.Line(d.Description))
 		}
 		if d.Maintainer != "" {
-			fmt.Fprintf(a.out, "  maintainer: %s\n", d.Maintainer)
+			fmt.Fprintf(a.out, "  maintainer: %s\n", termsafe.Line(d.Maintainer))
 		}
 		fmt.Fprintln(a.out, "hooks:")
 		for _, h := range d.Hooks {
@@ -352,17 +355,17 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 				if dep.Optional {
 					opt = " (optional)"
 				}
-				fmt.Fprintf(a.out, "  %s %s%s\n", dep.Name, dep.Version, opt)
+				fmt.Fprintf(a.out, "  %s %s%s\n", termsafe.Line(dep.Name), termsafe.Line(dep.Version), opt)
 			}
 		}
 		if len(d.Capabilities) > 0 {
-			fmt.Fprintf(a.out, "capabilities: %s\n", strings.Join(d.Capabilities, ", "))
+			fmt.Fprintf(a.out, "capabilities: %s\n", termsafe.Line(strings.Join(d.Capabilities, ", ")))
 		}
 		if len(d.Outputs) > 0 {
-			fmt.Fprintf(a.out, "outputs: %s\n", strings.Join(d.Outputs, ", "))
+			fmt.Fprintf(a.out, "outputs: %s\n", termsafe.Line(strings.Join(d.Outputs, ", ")))
 		}
 		if len(d.ConfigSchema) > 0 {
-			fmt.Fprintf(a.out, "config defaults:\n  %s\nconfig schema:\n%s\n", d.ConfigDefaults, indent(string(d.ConfigSchema), "  "))
+			fmt.Fprintf(a.out, "config defaults:\n  %s\nconfig schema:\n%s\n", termsafe.Line(string(d.ConfigDefaults)), indent(termsafe.Text(string(d.ConfigSchema)), "  "))
 		} else {
 			fmt.Fprintln(a.out, "config: none")
 		}

@@ -17,7 +17,20 @@ import (
 // (TestMain removes that directory).
 func testPlugin(t *testing.T, name, version string) string {
 	t.Helper()
-	out := filepath.Join(filepath.Dir(marinaBin), "test-plugins", name+"-"+version, "marina-plugin-"+name)
+	return testPluginDescribed(t, name, version, "")
+}
+
+// testPluginDescribed is testPlugin with the plugin's description set at
+// link time ("" keeps the default).
+func testPluginDescribed(t *testing.T, name, version, description string) string {
+	t.Helper()
+	ldflags := "-s -w -X main.name=" + name + " -X main.version=" + version
+	dir := name + "-" + version
+	if description != "" {
+		ldflags += " -X 'main.description=" + description + "'"
+		dir += "-described"
+	}
+	out := filepath.Join(filepath.Dir(marinaBin), "test-plugins", dir, "marina-plugin-"+name)
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
@@ -25,7 +38,7 @@ func testPlugin(t *testing.T, name, version string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-o", out, "-ldflags", "-s -w -X main.name="+name+" -X main.version="+version, "./core/pluginstore/testdata/plugin")
+	cmd := exec.Command("go", "build", "-o", out, "-ldflags", ldflags, "./core/pluginstore/testdata/plugin")
 	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -258,5 +271,21 @@ func TestPluginListShowsTampering(t *testing.T) {
 	}
 	if rows, r := listRows(t, home); r.code != 1 || rowsFor(rows, "acme")[0].Status != "modified" {
 		t.Fatalf("tampered binary and corrupt lock: exit %d %+v\n%s", r.code, rowsFor(rows, "acme"), r.stderr)
+	}
+}
+
+// TestPluginTextIsCleaned: a plugin's description is the plugin's to choose;
+// terminal control sequences in it (here: an OSC that retitles the terminal
+// and a colour) must not reach the terminal through plugin info or list.
+func TestPluginTextIsCleaned(t *testing.T) {
+	home := t.TempDir()
+	install(t, home, testPluginDescribed(t, "acme", "1.0.0", "evil\x1b]0;pwned\x07 \x1b[31mred\x1b[0m plugin"))
+	r := marina(t, home, nil, "plugin", "info", "acme")
+	if r.code != 0 || !strings.Contains(r.stdout, "  evil red plugin\n") || strings.ContainsRune(r.stdout, 0x1b) || strings.ContainsRune(r.stdout, 0x07) {
+		t.Fatalf("plugin info: exit %d\n%q\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = marina(t, home, nil, "plugin", "info", "acme", "-o", "json")
+	if r.code != 0 || strings.ContainsRune(r.stdout, 0x1b) || !strings.Contains(r.stdout, `\u001b]0;pwned`) {
+		t.Fatalf("plugin info -o json must keep the text, escaped: exit %d\n%s", r.code, r.stdout)
 	}
 }

@@ -14,13 +14,15 @@ import (
 var (
 	name    = "acme"
 	version = "0.0.0"
+	// description is set at link time by tests of what marina shows of it.
+	description = "pluginstore test plugin"
 )
 
 type plugin struct{}
 
 // Info says who the plugin is.
 func (plugin) Info() sdk.Info {
-	return sdk.Info{Name: name, Version: version, Description: "pluginstore test plugin"}
+	return sdk.Info{Name: name, Version: version, Description: description}
 }
 
 // PostCluster does nothing; a plugin must implement at least one hook.
