@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/bcollard/marina/core/atomicfile"
+	"github.com/bcollard/marina/core/userfile"
 )
 
 // Outcome is what Apply did for one step.
@@ -205,7 +206,7 @@ func runStateOf(h paths, name string) (VMState, string) {
 // writeConfig writes marina's config (0600), keeping a replaced file as
 // <path>.bak.
 func (p *Plan) writeConfig(h paths) (Outcome, string, error) {
-	old, err := os.ReadFile(p.ConfigPath)
+	old, err := userfile.ReadFile(p.ConfigPath, userfile.MaxSize)
 	exists := err == nil
 	switch {
 	case exists && bytes.Equal(old, p.configYAML):

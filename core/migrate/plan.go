@@ -14,6 +14,7 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/kubeconfig"
+	"github.com/bcollard/marina/core/userfile"
 )
 
 // Options say where to read from and write to.
@@ -224,7 +225,7 @@ func NewPlan(home string, opts Options) (*Plan, error) {
 	}
 
 	// klimax's config: lenient, like klimax; what is not carried is listed.
-	data, err := os.ReadFile(p.KlimaxConfig)
+	data, err := userfile.ReadFile(p.KlimaxConfig, userfile.MaxSize)
 	switch {
 	case err == nil:
 		p.KlimaxConfigFound = true
@@ -276,7 +277,7 @@ func (p *Plan) planConfig(h paths) error {
 		st.From = ""
 	}
 	written := p.writtenKeys
-	old, err := os.ReadFile(p.ConfigPath)
+	old, err := userfile.ReadFile(p.ConfigPath, userfile.MaxSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		st.Action = ActionWrite

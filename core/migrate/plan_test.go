@@ -3,16 +3,20 @@ package migrate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/userfile"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -285,5 +289,37 @@ func TestNoKlimax(t *testing.T) {
 	write(t, filepath.Join(home, ".klimax", "config.yaml"), "vm: [1, 2\n", 0o600)
 	if _, err := NewPlan(home, Options{}); err == nil || !strings.Contains(err.Error(), "not valid YAML") {
 		t.Fatalf("broken YAML: err = %v", err)
+	}
+}
+
+// TestUserFilesRefused: klimax's config and marina's are read like every
+// file a user names: a directory or named pipe is refused at once with its
+// path (exit 2) instead of blocking or failing obscurely, and a file over
+// userfile.MaxSize is refused instead of read whole.
+func TestUserFilesRefused(t *testing.T) {
+	home := newHome(t)
+	dir := filepath.Join(home, "adir")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(home, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(home, "big.yaml")
+	write(t, big, "vm:\n  name: "+strings.Repeat("x", userfile.MaxSize)+"\n", 0o600)
+	for _, path := range []string{dir, fifo, big} {
+		_, err := NewPlan(home, Options{KlimaxConfig: path})
+		var ue *userfile.Error
+		if !errors.As(err, &ue) || exitcode.Of(err) != 2 || !strings.Contains(err.Error(), path) {
+			t.Errorf("klimax config %s: err = %v (exit %d)", path, err, exitcode.Of(err))
+		}
+	}
+	// marina's own config, the file migrate would write: the same rules.
+	write(t, filepath.Join(home, ".klimax", "config.yaml"), "vm:\n  name: klimax\n", 0o600)
+	_, err := NewPlan(home, Options{ConfigPath: fifo})
+	var ue *userfile.Error
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), fifo) {
+		t.Errorf("marina config is a named pipe: err = %v", err)
 	}
 }
