@@ -17,20 +17,25 @@
 // # Supervision
 //
 // Every plugin runs in its own process group (Setpgid; on Linux also
-// Pdeathsig=SIGTERM, so a marina killed outright does not leave plugins
-// behind; the SDK's parent watchdog covers macOS). Its stdin is /dev/null
-// and marina reaps it itself, so an exit is noticed even while a
-// grandchild still holds the plugin's stderr.
+// Pdeathsig=SIGTERM, and marina is a child subreaper while plugins run, so
+// a marina killed outright leaves nothing behind; the SDK's Serve watches
+// its parent on every platform and tears down its own descendants). Its
+// stdin is /dev/null and marina reaps it itself, so an exit is noticed even
+// while a grandchild still holds the plugin's stderr. go-plugin's socket
+// directory lives under marina's run directory (Options.RunDir) and a dead
+// marina's are swept at the next start.
 //
 // Stopping a plugin (Close, or after a failed call) is bounded and always
-// ends with the whole group gone:
+// ends with the plugin's whole tree gone — its process group, and every
+// descendant found through the process table even if it left the group
+// (setsid) or was re-parented to marina as an orphan:
 //
 //  1. the plugin is asked to shut down (go-plugin's Shutdown RPC; an SDK
 //     plugin then exits) and gets Options.KillGrace to exit;
 //  2. its process group gets SIGTERM, and KillGrace more;
 //  3. its process group gets SIGKILL, and the plugin is reaped;
-//  4. whatever is left in the group (children the plugin spawned) gets
-//     SIGTERM, KillGrace, then SIGKILL.
+//  4. whatever is left of the tree (children the plugin spawned, in the
+//     group or not) gets SIGTERM, KillGrace, then SIGKILL.
 //
 // Every hook call has a deadline (the plugin's declared default, or the
 // user's override). When it passes, or ctx is cancelled, the gRPC call is

@@ -51,8 +51,10 @@ type Options struct {
 	// at their own level with plugin=<name>; go-plugin's own messages go to
 	// it at Debug. Nil means slog.Default().
 	Logger *slog.Logger
-	// LogFile, if set, receives every plugin's raw stderr, each line
-	// prefixed "[name] " (the per-run log file). Writes are serialised.
+	// LogFile, if set, receives every plugin's stderr, each line cleaned of
+	// terminal control sequences, prefixed "[name] " and capped per hook
+	// (package doc, "Plugin output is untrusted"; the per-run log
+	// file). Writes are serialised.
 	LogFile io.Writer
 	// StartTimeout bounds the launch and handshake (default 30s).
 	StartTimeout time.Duration
