@@ -7,8 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/bcollard/marina/core/termsafe"
 	"github.com/bcollard/marina/sdk"
@@ -28,6 +32,13 @@ type Plugin struct {
 	// dependencies and pick the plugins of a hook without starting any
 	// process; the plugin's own Describe is still checked when it starts.
 	Description *sdk.Description
+	// Builtin is the plugin's implementation when it is compiled into this
+	// binary (Spec then re-executes the binary to serve the same code).
+	// Validate checks its config in-process with sdk.ValidateConfig, the
+	// code of the plugin's ValidateConfig RPC, instead of starting it, and
+	// Describe describes it in-process when Description is nil; its hooks
+	// still run out of process.
+	Builtin sdk.Plugin
 }
 
 // Dispatcher runs hooks across the configured plugins: in dependency
@@ -44,6 +55,7 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	outputs map[string]map[string]string
 	closed  bool
+	vcache  *ValidateCache
 }
 
 type entry struct {
@@ -67,6 +79,16 @@ func NewDispatcher(plugins []Plugin, opts Options) *Dispatcher {
 		d.entries[p.Spec.Name] = &entry{p: p}
 	}
 	return d
+}
+
+// CacheValidation makes Validate look up, in c, what an installed plugin
+// (one with a recorded sha256) answered before for the same binary and
+// config, and record what it answers: a hit starts no process (see
+// ValidateCache). nil turns caching off (the default).
+func (d *Dispatcher) CacheValidation(c *ValidateCache) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.vcache = c
 }
 
 // instance returns the plugin's running instance, starting it if needed.
@@ -114,6 +136,17 @@ func (d *Dispatcher) Describe(ctx context.Context) (map[string]*sdk.Description,
 			mu.Unlock()
 			continue
 		}
+		if b := d.entries[n].p.Builtin; b != nil {
+			desc, err := sdk.Describe(b)
+			mu.Lock()
+			if err != nil {
+				errs = append(errs, &Error{Plugin: n, Hook: "Describe", Kind: KindStart, Cause: err.Error(), Err: err})
+			} else {
+				out[n] = desc
+			}
+			mu.Unlock()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -154,9 +187,12 @@ func (d *Dispatcher) describeAndCheck(ctx context.Context) (map[string]*sdk.Desc
 // Validate checks, before anything changes: the dependency graph (a
 // missing required dependency, a version mismatch or a cycle is an error,
 // found without starting any plugin whose description is cached), then
-// every plugin's config, concurrently, by the plugin itself. All problems
-// are returned together (errors.Join of *DependencyError, *ConfigError and
-// *Error); config warnings are logged.
+// every plugin's config, concurrently, by the plugin itself: in-process
+// for a Builtin, from the ValidateCache (see CacheValidation) for an
+// installed plugin that answered for this binary and config before, else
+// by starting it (and recording its answer). All problems are returned
+// together (errors.Join of *DependencyError, *ConfigError and *Error);
+// config warnings are logged.
 func (d *Dispatcher) Validate(ctx context.Context) error {
 	if _, err := d.describeAndCheck(ctx); err != nil {
 		return err
@@ -168,12 +204,7 @@ func (d *Dispatcher) Validate(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			inst, err := d.instance(ctx, n)
-			var diags []sdk.Diagnostic
-			if err == nil {
-				diags, err = inst.ValidateConfig(ctx, d.entries[n].p.Config)
-				inst.logs.endHook()
-			}
+			diags, err := d.validateConfig(ctx, n)
 			cleanDiagnostics(diags)
 			var problems []sdk.Diagnostic
 			for _, dg := range diags {
@@ -195,6 +226,64 @@ func (d *Dispatcher) Validate(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(d.sorted(errs)...)
+}
+
+// validateConfig returns what plugin n says of its config (see Validate).
+func (d *Dispatcher) validateConfig(ctx context.Context, n string) ([]sdk.Diagnostic, error) {
+	p := d.entries[n].p
+	if p.Builtin != nil {
+		return validateBuiltin(p)
+	}
+	d.mu.Lock()
+	cache := d.vcache
+	d.mu.Unlock()
+	key, file, cacheable := validateKey(p, d.opts.HostVersion)
+	cacheable = cacheable && cache != nil
+	if cacheable {
+		if diags, ok := cache.get(key, file); ok {
+			d.opts.Logger.Debug("plugin config check: cached answer", "plugin", n)
+			return diags, nil
+		}
+	}
+	inst, err := d.instance(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	diags, err := inst.ValidateConfig(ctx, p.Config)
+	inst.logs.endHook()
+	if err == nil && cacheable {
+		if err := cache.put(key, file, diags); err != nil {
+			d.opts.Logger.Debug("plugin config check: not cached", "plugin", n, "err", err.Error())
+		}
+	}
+	return diags, err
+}
+
+// validateBuiltin checks the config of a plugin compiled into marina,
+// in-process; a failure is the *Error the same failure of the served
+// plugin gives (a panic, with its stack in Detail).
+func validateBuiltin(p Plugin) ([]sdk.Diagnostic, error) {
+	const op = "ValidateConfig"
+	if name := p.Builtin.Info().Name; name != p.Spec.Name {
+		return nil, &Error{Plugin: p.Spec.Name, Version: p.Spec.Version, Hook: op, Kind: KindIdentity, Cause: fmt.Sprintf("the built-in implementation is plugin %q", name)}
+	}
+	diags, err := sdk.ValidateConfig(p.Builtin, p.Config)
+	if err == nil {
+		return diags, nil
+	}
+	e := &Error{Plugin: p.Spec.Name, Version: p.Spec.Version, Hook: op, Kind: KindHook, Cause: err.Error(), Err: err}
+	if st, ok := status.FromError(err); ok {
+		e.Cause = st.Message()
+		if st.Code() == codes.Internal && strings.Contains(st.Message(), " panicked in ") {
+			value := st.Message()
+			if m := panicRE.FindStringSubmatch(value); m != nil {
+				value = m[1]
+			}
+			value, e.Detail, _ = strings.Cut(value, "\n")
+			e.Kind, e.Cause = KindPanic, "panicked: "+value
+		}
+	}
+	return nil, e
 }
 
 // sorted orders errors by plugin in config order, for stable messages.
