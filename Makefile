@@ -176,9 +176,13 @@ vet-darwin:
 docs:
 	$(GO) test ./core/config -run '^TestReferenceUpToDate$$' -count=1 -update
 
-## bench: benchmarks (ratios against a baseline measured in the same run)
+## bench: benchmarks (ratios against a baseline measured in the same run), then
+## the figures that have a goal as one table (test/bench/summary.sh; issue 14's
+## start-up figures: docs/design.md "Start-up figures"). Reported, never asserted
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	out=$$(mktemp); trap 'rm -f "$$out"' EXIT; set -o pipefail; \
+	  $(GO) test -run '^$$' -bench . -benchmem ./... | tee "$$out"; rc=$$?; \
+	  bash test/bench/summary.sh <"$$out"; exit $$rc
 
 ## ci: what .ci/run runs
 ci: lint vet-darwin test fuzz

@@ -198,10 +198,11 @@ func parseSpawnLine(line string, argv []string, stderr string) (procRun, error) 
 
 // startupCase is one command BenchmarkStartup measures.
 type startupCase struct {
-	name string
-	args []string
-	env  func(home string) []string // extra environment
-	want string                     // its stdout holds this (checked once)
+	name  string // the sub-benchmark
+	label string // the figure's name
+	args  []string
+	env   func(home string) []string // extra environment
+	want  string                     // its stdout holds this (checked once)
 }
 
 // startupCases are issue 14's commands. status is measured on a stopped lab
@@ -211,12 +212,12 @@ type startupCase struct {
 // would make it a different command). Both exit 0: status exits 0 whenever
 // it could read the state.
 var startupCases = []startupCase{
-	{name: "version", args: []string{"version"}, want: "marina"},
-	{name: "plugin-list", args: []string{"plugin", "list"}, want: "localdns"},
-	{name: "config-view", args: []string{"config", "view"}, want: "driver:"},
-	{name: "status-lima", args: []string{"status"}, want: "driver lima: absent",
+	{name: "version", label: "marina version", args: []string{"version"}, want: "marina"},
+	{name: "plugin-list", label: "marina plugin list", args: []string{"plugin", "list"}, want: "localdns"},
+	{name: "config-view", label: "marina config view", args: []string{"config", "view"}, want: "driver:"},
+	{name: "status-lima", label: "marina status (lima, absent)", args: []string{"status"}, want: "driver lima: absent",
 		env: func(string) []string { return []string{"MARINA_VM_DRIVER=lima"} }},
-	{name: "status-host", args: []string{"status"}, want: "driver host: stopped",
+	{name: "status-host", label: "marina status (host, stopped)", args: []string{"status"}, want: "driver host: stopped",
 		env: func(home string) []string {
 			return []string{"MARINA_VM_DRIVER=host", "DOCKER_HOST=unix://" + filepath.Join(home, "no-docker.sock")}
 		}},
@@ -264,7 +265,7 @@ func BenchmarkStartup(b *testing.B) {
 				b.StartTimer()
 				runs, base = append(runs, r), append(base, h)
 			}
-			reportStartup(b, "marina "+strings.Join(c.args, " ")+" ("+c.name+")", runs, base)
+			reportStartup(b, c.label, runs, base)
 		})
 	}
 }
@@ -282,16 +283,17 @@ func reportStartup(b *testing.B, what string, runs, base []procRun) {
 	b.ReportMetric(ratio, "x-hello")
 	b.ReportMetric(hWall, "hello-ms")
 	b.ReportMetric(hPeak, "hello-MiB")
-	logFigure(b, what+" wall", fmt.Sprintf("%.1f ms = %.1f× hello", wall, ratio),
-		fmt.Sprintf("≤ %g× hello", goalRatio), fmt.Sprintf("hello %.1f ms", hWall), ratio <= goalRatio)
+	logFigure(b, what+" wall", fmt.Sprintf("%.1f ms = %.1fx hello", wall, ratio),
+		fmt.Sprintf("<= %gx hello", goalRatio), fmt.Sprintf("hello %.1f ms", hWall), ratio <= goalRatio)
 	logFigure(b, what+" peak RSS", fmt.Sprintf("%.1f MiB", peak),
-		fmt.Sprintf("≤ %g MiB", goalPeakMB), fmt.Sprintf("hello %.1f MiB", hPeak), peak <= goalPeakMB)
+		fmt.Sprintf("<= %g MiB", goalPeakMB), fmt.Sprintf("hello %.1f MiB", hPeak), peak <= goalPeakMB)
 	b.Logf("medians of %d runs each: %s: wall %.1f ms, cpu %.1f ms, peak %.1f MiB; hello-world: wall %.1f ms, cpu %.1f ms, peak %.1f MiB",
 		len(runs), what, wall, cpu, peak, hWall, hCPU, hPeak)
 }
 
 // logFigure logs one figure as a tab-separated line test/bench/summary.sh
-// reads: "figure", what, value, goal, baseline, verdict.
+// reads: "figure", what, value, goal, baseline, verdict (ASCII, so the
+// table's columns line up whatever awk counts).
 func logFigure(b *testing.B, what, value, goal, baseline string, met bool) {
 	b.Helper()
 	verdict := "met"
@@ -415,7 +417,7 @@ func BenchmarkStartupInit(b *testing.B) {
 	b.ReportMetric(allocated/n/(1<<20), "init-MiB")
 	b.ReportMetric(hSum, "hello-init-ms")
 	logFigure(b, "marina version package init", fmt.Sprintf("%.1f ms", sum),
-		fmt.Sprintf("≤ %g ms", goalInitMS), fmt.Sprintf("hello %.2f ms", hSum), sum <= goalInitMS)
+		fmt.Sprintf("<= %g ms", goalInitMS), fmt.Sprintf("hello %.2f ms", hSum), sum <= goalInitMS)
 	type slow struct {
 		pkg string
 		ms  float64
