@@ -106,8 +106,10 @@ func newConfigValidateCmd(a *app) *cobra.Command {
 		Short: "Check the configuration; report every problem with its key, file and line (exit 2 if invalid)",
 		Long: `Check the configuration: strict decoding (unknown keys, types, one YAML document,
 with file and line), every rule of the schema, and the config of every enabled plugin,
-which each plugin checks against its own schema (the plugins are started for this, even
-when the rest has problems; their binaries are verified against the lock file first).
+which each plugin checks against its own schema, even when the rest has problems. The
+built-in plugins check theirs inside marina; an installed plugin is started for this
+only when that binary has not checked that exact config before (its answers are cached
+in ~/.marina/cache/validate); installed binaries are verified against the lock file first.
 Every problem of every layer is reported in one run, each with its source: the file and
 line, the MARINA_* variable or the --set flag that wrote the key (a plugin's field at
 the line of that key). Exit 2 when the configuration is invalid.`,
@@ -334,7 +336,10 @@ func (a *app) validatePlugins(ctx context.Context, l *config.Loaded) ([]string, 
 
 // checkPlugins checks every enabled plugin but those in skip: that it is
 // installed and unmodified, its dependencies, and its config, which the
-// plugin validates itself. Config problems are returned as problems located
+// plugin validates itself. No plugin process is started when the answers
+// are known: a built-in's check runs in-process (the same sdk code its
+// plugin server runs), and an installed plugin's answer is cached under
+// ~/.marina/cache/validate by binary digest and config bytes. Config problems are returned as problems located
 // through l (the plugin's field "pools[0].name" at the file line or --set
 // that wrote plugins.<name>.config.pools[0].name, or its nearest parent);
 // err is what stopped a plugin from being checked (a modified binary, a
@@ -372,7 +377,11 @@ func (a *app) checkPlugins(ctx context.Context, l *config.Loaded, skip map[strin
 			failures = append(failures, err)
 			continue
 		}
-		runnable = append(runnable, e.Plugin)
+		p := e.Plugin
+		if newPlugin, ok := builtins()[e.Name]; ok && e.Builtin {
+			p.Builtin = newPlugin() // checked in-process: no plugin-server to start
+		}
+		runnable = append(runnable, p)
 	}
 	if len(missingBuiltins) > 0 {
 		warnings = append(warnings, fmt.Sprintf("built-in plugins not in this marina build yet (they are skipped): %s", strings.Join(missingBuiltins, ", ")))
@@ -380,6 +389,9 @@ func (a *app) checkPlugins(ctx context.Context, l *config.Loaded, skip map[strin
 	if len(runnable) > 0 {
 		d := plugin.NewDispatcher(runnable, a.pluginOptions())
 		defer d.Close()
+		if dir, err := marinaDir(); err == nil {
+			d.CacheValidation(&plugin.ValidateCache{Dir: filepath.Join(dir, "cache", "validate")})
+		}
 		ps, rest := pluginProblems(l, d.Validate(ctx))
 		problems = append(problems, ps...)
 		failures = append(failures, rest...)

@@ -54,7 +54,7 @@ func writeConfigFile(t *testing.T, home, body string) string {
 }
 
 // TestConfigValidateEveryLayer: one run reports the file's problems, the
-// --set flags' problems and what the plugins (the built-ins, started for
+// --set flags' problems and what the plugins (the built-ins, checked in-process for
 // this) say about their config, each located where it was written: a
 // plugin's field at its file line or its --set, an unknown plugin enabled by
 // --set at that flag, not at the file.
