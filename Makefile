@@ -23,59 +23,71 @@ FUZZTIME      ?= 5000x
 
 all: build
 
-# On macOS marina is also Lima's host agent, the process that runs the VM
-# through Virtualization.framework: it must carry the
-# com.apple.security.virtualization entitlement, so every macOS build is signed
-# ad hoc with it, exactly as Lima's Makefile signs limactl. Elsewhere nothing
-# is signed (codesign exists only on macOS).
+# On macOS marina-lima (cmd/marina-lima, marina's Lima engine) is also Lima's
+# host agent, the process that runs the VM through Virtualization.framework: it
+# must carry the com.apple.security.virtualization entitlement, so every macOS
+# build signs it ad hoc with it, exactly as Lima's Makefile signs limactl.
+# marina itself no longer drives Virtualization.framework and is not signed
+# with the entitlement: it needs none, and an entitlement it does not use is
+# one it should not hold (the Go linker's own ad-hoc signature, on arm64, is
+# all macOS asks of it). Elsewhere nothing is signed (codesign exists only on
+# macOS).
 HOST_OS       := $(shell uname -s)
 ENTITLEMENTS  := packaging/darwin/vz.entitlements
 SIGN           = codesign --entitlements $(ENTITLEMENTS) --force -s - $(1)
 
-## build: the marina binary in bin/ (on macOS: signed ad hoc with packaging/darwin/vz.entitlements)
-# cgo is required on macOS (Lima's vz driver): without a C compiler the build fails
-# instead of yielding a binary that cannot start a VM. On Linux marina is built
-# without cgo, like the Linux release: os/user's pure-Go lookup then works for a
-# uid the user database does not know (core/homeenv).
+## build: bin/marina and bin/marina-lima, its Lima engine, which marina finds
+## beside itself (on macOS: marina-lima signed ad hoc with packaging/darwin/vz.entitlements)
+# cgo is required on macOS: marina-lima needs it for Lima's vz driver (without a
+# C compiler the build fails instead of yielding a binary that cannot start a
+# VM), and marina keeps it for the C library's user lookup (os/user, Lima's
+# limayaml defaults). On Linux both are built without cgo, like the Linux
+# release: os/user's pure-Go lookup then works for a uid the user database does
+# not know (core/homeenv). One go build of both: they share most packages.
 BUILD_CGO     = $(if $(filter Darwin,$(HOST_OS)),CGO_ENABLED=1 ,CGO_ENABLED=0 )
 build:
-	$(BUILD_CGO)$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/marina ./cmd/marina
+	$(BUILD_CGO)$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/marina ./cmd/marina-lima
 ifeq ($(HOST_OS),Darwin)
-	$(call SIGN,bin/marina)
+	$(call SIGN,bin/marina-lima)
 endif
 
-## install: go install with the version stamped (on macOS: signed like build)
+## install: go install of marina and marina-lima, side by side, with the version
+## stamped (on macOS: marina-lima signed like build)
 GOBIN_DIR      = $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 install:
-	$(BUILD_CGO)$(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/marina
+	$(BUILD_CGO)$(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/marina ./cmd/marina-lima
 ifeq ($(HOST_OS),Darwin)
-	$(call SIGN,$(GOBIN_DIR)/marina)
+	$(call SIGN,$(GOBIN_DIR)/marina-lima)
 endif
 
 ## release-archive: $(DIST)/marina-<version>-<OS>-<arch>.tar.gz for RELEASE_GOOS/RELEASE_GOARCH
-## (default: this machine), laid out like Lima's: bin/marina (a darwin one built
-## with cgo and signed), share/lima/lima-guestagent.Linux-<arch>.gz (built from
-## the pinned Lima module), share/doc/{marina,lima}; checked at file level
+## (default: this machine), laid out like Lima's: bin/marina and bin/marina-lima
+## (darwin ones built with cgo, marina-lima signed with the entitlement),
+## share/lima/lima-guestagent.Linux-<arch>.gz (built from the pinned Lima
+## module), share/doc/{marina,lima}; checked at file level
 ## (`go run ./packaging/release check`). A darwin archive needs a Mac.
 RELEASE_GOOS   ?= $(shell $(GO) env GOOS)
 RELEASE_GOARCH ?= $(shell $(GO) env GOARCH)
 DIST           ?= dist
-RELEASE_BIN     = $(DIST)/build/$(RELEASE_GOOS)-$(RELEASE_GOARCH)/marina
+RELEASE_DIR     = $(DIST)/build/$(RELEASE_GOOS)-$(RELEASE_GOARCH)
+RELEASE_BIN     = $(RELEASE_DIR)/marina
+RELEASE_ENGINE  = $(RELEASE_DIR)/marina-lima
 .PHONY: release-archive release-darwin release-checksums release-formula
 release-archive:
 	@if [ "$(RELEASE_GOOS)" = darwin ] && [ "$(HOST_OS)" != Darwin ]; then \
 	  echo "a darwin archive needs cgo for darwin (Lima's vz driver) and codesign: build it on macOS (.github/workflows/release.yml)"; exit 1; fi
 	CGO_ENABLED=$(if $(filter darwin,$(RELEASE_GOOS)),1,0) GOOS=$(RELEASE_GOOS) GOARCH=$(RELEASE_GOARCH) \
-	  $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(RELEASE_BIN) ./cmd/marina
+	  $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(RELEASE_DIR)/ ./cmd/marina ./cmd/marina-lima
 ifeq ($(HOST_OS),Darwin)
-	$(if $(filter darwin,$(RELEASE_GOOS)),$(call SIGN,$(RELEASE_BIN)),@echo "not signing $(RELEASE_BIN): a $(RELEASE_GOOS) binary carries no entitlements")
+	$(if $(filter darwin,$(RELEASE_GOOS)),$(call SIGN,$(RELEASE_ENGINE)),@echo "not signing $(RELEASE_ENGINE): a $(RELEASE_GOOS) binary carries no entitlements")
 else
-	@echo "not signing $(RELEASE_BIN): codesign exists only on macOS (and only darwin binaries are signed)"
+	@echo "not signing $(RELEASE_ENGINE): codesign exists only on macOS (and only darwin binaries are signed)"
 endif
 	$(GO) run ./packaging/release archive -version $(VERSION) -goos $(RELEASE_GOOS) -goarch $(RELEASE_GOARCH) \
-	  -marina $(RELEASE_BIN) -go $(GO) -out $(DIST)
+	  -marina $(RELEASE_BIN) -marina-lima $(RELEASE_ENGINE) -go $(GO) -out $(DIST)
 
-## release-darwin: both macOS archives (arm64, amd64), each signed — on a Mac
+## release-darwin: both macOS archives (arm64, amd64), each with a signed
+## marina-lima — on a Mac
 release-darwin:
 	$(MAKE) release-archive RELEASE_GOOS=darwin RELEASE_GOARCH=arm64
 	$(MAKE) release-archive RELEASE_GOOS=darwin RELEASE_GOARCH=amd64
@@ -165,7 +177,7 @@ lint: $(STATICCHECK)
 
 ## vet-darwin: the macOS build compiles and vets without cgo; then the code only a
 ## cgo build compiles (darwin && cgo: Lima's vz driver and host agent, marina's
-## core/vm/lima, their importers) is type-checked from source with `import "C"`
+## core/vm/lima/limaengine and cmd/marina-lima, their importers) is type-checked from source with `import "C"`
 ## faked (packaging/darwin/cgocheck; arm64, whose files are a superset of amd64's).
 ## C, Objective-C and linking are checked only on a Mac (.github/workflows/release.yml)
 vet-darwin:

@@ -1,14 +1,15 @@
 // Command release assembles marina's release archives, laid out like Lima's
-// own (bin/marina beside share/lima/lima-guestagent.Linux-<arch>.gz), their
-// SHA256SUMS and the Homebrew formula. The Makefile's release-* targets run
-// it; it never builds or signs marina itself (the Makefile does, with
+// own (bin/marina and bin/marina-lima beside
+// share/lima/lima-guestagent.Linux-<arch>.gz), their SHA256SUMS and the
+// Homebrew formula. The Makefile's release-* targets run it; it never builds
+// or signs the binaries itself (the Makefile does, signing marina-lima with
 // codesign on macOS).
 //
-//	go run ./packaging/release archive -version V -goos darwin -goarch arm64 -marina dist/build/darwin-arm64/marina -out dist
+//	go run ./packaging/release archive -version V -goos darwin -goarch arm64 -marina dist/build/darwin-arm64/marina -marina-lima dist/build/darwin-arm64/marina-lima -out dist
 //	go run ./packaging/release check dist/marina-V-Darwin-arm64.tar.gz
 //	go run ./packaging/release checksums -dir dist
 //	go run ./packaging/release formula -version V -sums dist/SHA256SUMS -template packaging/homebrew/marina.rb.tmpl -out dist/marina.rb
-//	go run ./packaging/release entitlements BINARY...   (macOS: marina's preflight check with the real codesign)
+//	go run ./packaging/release entitlements BINARY...   (macOS: marina's preflight check of marina-lima with the real codesign)
 package main
 
 import (
@@ -85,7 +86,8 @@ func archiveCmd(ctx context.Context, args []string) error {
 		version    = fs.String("version", "", "marina's version (a leading v is dropped from the file name)")
 		goos       = fs.String("goos", "", "the platform marina was built for: darwin or linux")
 		goarch     = fs.String("goarch", "", "arm64 or amd64")
-		marina     = fs.String("marina", "", "the marina binary (built, and on darwin signed, by the Makefile)")
+		marina     = fs.String("marina", "", "the marina binary (built by the Makefile)")
+		engine     = fs.String("marina-lima", "", "marina's Lima engine, "+lima.EngineName+" (built, and on darwin signed, by the Makefile)")
 		guestAgent = fs.String("guestagent", "", "Lima's guest agent for -goarch (plain or .gz); empty: build it from the pinned Lima module")
 		goBin      = fs.String("go", "go", "the go command that builds the guest agent")
 		out        = fs.String("out", "dist", "output directory")
@@ -94,8 +96,8 @@ func archiveCmd(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *version == "" || *goos == "" || *goarch == "" || *marina == "" {
-		return fmt.Errorf("archive needs -version, -goos, -goarch and -marina")
+	if *version == "" || *goos == "" || *goarch == "" || *marina == "" || *engine == "" {
+		return fmt.Errorf("archive needs -version, -goos, -goarch, -marina and -marina-lima")
 	}
 	agent := *guestAgent
 	if agent == "" {
@@ -120,6 +122,7 @@ func archiveCmd(ctx context.Context, args []string) error {
 		GOOS:        *goos,
 		GOARCH:      *goarch,
 		Marina:      *marina,
+		MarinaLima:  *engine,
 		GuestAgents: map[string]string{*goarch: agent},
 		Docs:        docFiles(*docs),
 		LimaDocs:    limaDocFiles(limaDir),

@@ -31,8 +31,12 @@ type Spec struct {
 	Version string
 	// GOOS and GOARCH are the platform marina was built for.
 	GOOS, GOARCH string
-	// Marina is the (on darwin: signed) marina binary.
+	// Marina is the marina binary.
 	Marina string
+	// MarinaLima is marina's Lima engine (lima.EngineName), shipped beside
+	// marina, which finds it there; on darwin it is Lima's host agent and
+	// signed with the virtualization entitlement.
+	MarinaLima string
 	// GuestAgents maps a VM's GOARCH to Lima's guest agent for it, plain
 	// or gzipped; it is shipped gzipped as share/lima/lima-guestagent.Linux-<arch>.gz.
 	GuestAgents map[string]string
@@ -75,6 +79,13 @@ func guestAgentEntry(goarch string) string {
 	return "share/lima/lima-guestagent.Linux-" + UnameM("linux", goarch) + ".gz"
 }
 
+// The binaries' archive paths: marina and, beside it, where marina looks
+// first, its Lima engine.
+const (
+	binMarina = "bin/marina"
+	binEngine = "bin/" + lima.EngineName
+)
+
 type entry struct {
 	name string
 	mode int64
@@ -82,7 +93,7 @@ type entry struct {
 }
 
 // WriteArchive writes the archive for spec into dir and returns its path.
-// The tree is Lima's: bin/marina, share/lima/lima-guestagent.Linux-<arch>.gz,
+// The tree is Lima's: bin/marina, bin/marina-lima, share/lima/lima-guestagent.Linux-<arch>.gz,
 // share/doc/marina/..., share/doc/lima/{LICENSE,NOTICE}. Entries are sorted,
 // owned by 0:0 and dated spec.ModTime, so the same inputs give the same
 // bytes.
@@ -97,11 +108,16 @@ func WriteArchive(dir string, spec Spec) (string, error) {
 		}
 		files[name] = entry{name: name, mode: mode, data: data}
 	}
-	bin, err := os.ReadFile(spec.Marina)
-	if err != nil {
-		return "", err
+	if spec.Marina == "" || spec.MarinaLima == "" {
+		return "", errors.New("the archive ships marina and " + lima.EngineName + ", its Lima engine, side by side: both are needed")
 	}
-	add("bin/marina", 0o755, bin)
+	for name, src := range map[string]string{binMarina: spec.Marina, binEngine: spec.MarinaLima} {
+		bin, err := os.ReadFile(src)
+		if err != nil {
+			return "", err
+		}
+		add(name, 0o755, bin)
+	}
 	for goarch, src := range spec.GuestAgents {
 		b, err := os.ReadFile(src)
 		if err != nil {
@@ -190,9 +206,10 @@ func gzipN(b []byte) ([]byte, error) {
 var archiveRE = regexp.MustCompile(`^marina-(.+)-(Darwin|Linux)-(arm64|aarch64|x86_64)\.tar\.gz$`)
 
 // CheckArchive checks a release archive at file level, as Lima's
-// hack/validate-artifact.sh does and more: bin/marina is an executable for
-// the archive's platform (Mach-O or ELF of its CPU) and, on darwin, signed
-// with the virtualization entitlement; the guest agent for the platform's
+// hack/validate-artifact.sh does and more: bin/marina and bin/marina-lima
+// are executables for the archive's platform (Mach-O or ELF of its CPU) and,
+// on darwin, marina-lima (Lima's host agent there) is signed with the
+// virtualization entitlement; the guest agent for the platform's
 // architecture is there, gzipped, a static Linux ELF of that CPU, and the
 // other architecture's is not; nothing escapes the archive's root.
 func CheckArchive(file string) error {
@@ -218,21 +235,24 @@ func CheckArchive(file string) error {
 			return fail("entry %q is owned by %d:%d, not 0:0", name, e.uid, e.gid)
 		}
 	}
-	bin, ok := entries["bin/marina"]
-	if !ok || bin.data == nil {
-		return fail("no bin/marina")
-	}
-	if bin.mode&0o111 == 0 {
-		return fail("bin/marina is not executable (mode %o)", bin.mode)
-	}
-	switch goos {
-	case "darwin":
-		if err := checkMachO(bin.data, goarch); err != nil {
-			return fail("bin/marina: %v", err)
+	for _, name := range []string{binMarina, binEngine} {
+		bin, ok := entries[name]
+		if !ok || bin.data == nil {
+			return fail("no %s", name)
 		}
-	case "linux":
-		if err := checkELF(bin.data, goarch, false); err != nil {
-			return fail("bin/marina: %v", err)
+		if bin.mode&0o111 == 0 {
+			return fail("%s is not executable (mode %o)", name, bin.mode)
+		}
+		switch goos {
+		case "darwin":
+			// Only the engine runs the VM; marina needs no entitlement.
+			if err := checkMachO(bin.data, goarch, name == binEngine); err != nil {
+				return fail("%s: %v", name, err)
+			}
+		case "linux":
+			if err := checkELF(bin.data, goarch, false); err != nil {
+				return fail("%s: %v", name, err)
+			}
 		}
 	}
 	ga, ok := entries[guestAgentEntry(goarch)]
@@ -315,7 +335,9 @@ func checkELF(b []byte, goarch string, static bool) error {
 	return nil
 }
 
-func checkMachO(b []byte, goarch string) error {
+// checkMachO checks that b is a thin Mach-O executable for goarch and, when
+// entitled, that its code signature grants the virtualization entitlement.
+func checkMachO(b []byte, goarch string, entitled bool) error {
 	f, err := macho.NewFile(bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("not a (thin) Mach-O executable: %w", err)
@@ -323,6 +345,9 @@ func checkMachO(b []byte, goarch string) error {
 	want := map[string]macho.Cpu{"arm64": macho.CpuArm64, "amd64": macho.CpuAmd64}[goarch]
 	if f.Cpu != want || f.Type != macho.TypeExec {
 		return fmt.Errorf("a Mach-O %v for %v, want an executable for %v", f.Type, f.Cpu, want)
+	}
+	if !entitled {
+		return nil
 	}
 	ents, err := machOEntitlements(f, b)
 	if err != nil {

@@ -26,8 +26,8 @@ var (
 )
 
 // hello builds a tiny static Go program for goos/goarch (a stand-in for
-// marina and for the guest agent: the archive only cares that they are
-// executables of the right platform) and returns its path.
+// marina, marina-lima and the guest agent: the archive only cares that they
+// are executables of the right platform) and returns its path.
 func hello(t *testing.T, goos, goarch string) string {
 	t.Helper()
 	hellosMu.Lock()
@@ -102,10 +102,12 @@ func listArchive(t *testing.T, file string) ([]string, map[string]listed) {
 func TestArchiveLayout(t *testing.T) {
 	dir := t.TempDir()
 	marina := hello(t, "linux", "amd64")
+	engine := writeFile(t, filepath.Join(dir, "marina-lima"), "\x7fELF stand-in for marina-lima")
 	agent := hello(t, "linux", "amd64")
 	spec := Spec{
 		Version: "v0.3.0", GOOS: "linux", GOARCH: "amd64",
 		Marina:      marina,
+		MarinaLima:  engine,
 		GuestAgents: map[string]string{"amd64": agent},
 		Docs:        []string{writeFile(t, filepath.Join(dir, "src", "README.md"), "# marina\n")},
 		LimaDocs:    []string{writeFile(t, filepath.Join(dir, "lima", "LICENSE"), "Apache License\n"), writeFile(t, filepath.Join(dir, "lima", "NOTICE"), "Lima\n")},
@@ -120,7 +122,7 @@ func TestArchiveLayout(t *testing.T) {
 	}
 	names, entries := listArchive(t, out)
 	want := []string{
-		"bin/", "bin/marina",
+		"bin/", "bin/marina", "bin/marina-lima",
 		"share/", "share/doc/", "share/doc/lima/", "share/doc/lima/LICENSE", "share/doc/lima/NOTICE",
 		"share/doc/marina/", "share/doc/marina/README.md",
 		"share/lima/", "share/lima/lima-guestagent.Linux-x86_64.gz",
@@ -128,8 +130,14 @@ func TestArchiveLayout(t *testing.T) {
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("entries\n%q\nwant\n%q", names, want)
 	}
-	if e := entries["bin/marina"]; e.mode != 0o755 {
-		t.Errorf("bin/marina mode %o", e.mode)
+	for name, src := range map[string]string{"bin/marina": marina, "bin/marina-lima": engine} {
+		e := entries[name]
+		if e.mode != 0o755 {
+			t.Errorf("%s mode %o", name, e.mode)
+		}
+		if orig, _ := os.ReadFile(src); !bytes.Equal(e.data, orig) {
+			t.Errorf("%s is not %s", name, src)
+		}
 	}
 	for n, e := range entries {
 		if e.uid != 0 || !e.modTime.Equal(spec.ModTime) {
@@ -146,6 +154,13 @@ func TestArchiveLayout(t *testing.T) {
 	got, _ := io.ReadAll(zr)
 	if orig, _ := os.ReadFile(agent); !bytes.Equal(got, orig) {
 		t.Error("the gzipped guest agent is not the agent")
+	}
+	if err := CheckArchive(out); err == nil || !strings.Contains(err.Error(), "bin/marina-lima: not an ELF executable") {
+		t.Errorf("CheckArchive with a marina-lima that is no executable = %v", err)
+	}
+	spec.MarinaLima = hello(t, "linux", "amd64")
+	if _, err := WriteArchive(filepath.Join(dir, "dist"), spec); err != nil {
+		t.Fatal(err)
 	}
 	if err := CheckArchive(out); err != nil {
 		t.Errorf("CheckArchive: %v", err)
@@ -167,6 +182,11 @@ func TestArchiveLayout(t *testing.T) {
 	if _, e := listArchive(t, out); !bytes.Equal(e["share/lima/lima-guestagent.Linux-x86_64.gz"].data, gz) {
 		t.Error("a .gz agent was compressed again")
 	}
+	// No archive without the engine: marina alone cannot run a VM.
+	spec.MarinaLima = ""
+	if _, err := WriteArchive(filepath.Join(dir, "dist2"), spec); err == nil || !strings.Contains(err.Error(), "marina-lima") {
+		t.Errorf("WriteArchive without marina-lima = %v", err)
+	}
 }
 
 func TestCheckArchiveRefuses(t *testing.T) {
@@ -177,27 +197,34 @@ func TestCheckArchiveRefuses(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{name: "agent of another CPU", spec: Spec{GOOS: "linux", GOARCH: "arm64", Marina: hello(t, "linux", "arm64"),
+		{name: "agent of another CPU", spec: Spec{GOOS: "linux", GOARCH: "arm64", Marina: hello(t, "linux", "arm64"), MarinaLima: hello(t, "linux", "arm64"),
 			GuestAgents: map[string]string{"arm64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "share/lima/lima-guestagent.Linux-aarch64.gz: an ELF ET_EXEC EM_X86_64, want an executable for EM_AARCH64"},
-		{name: "both agents", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"),
+		{name: "both agents", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64"), "arm64": hello(t, "linux", "arm64")}, LimaDocs: []string{lic}},
 			want: "lima-guestagent.Linux-aarch64.gz is for another architecture"},
-		{name: "marina for another OS", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"),
+		{name: "marina for another OS", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "bin/marina: not an ELF executable"},
-		{name: "no Lima license", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"),
+		{name: "marina-lima for another CPU", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "arm64"),
+			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
+			want: "bin/marina-lima: an ELF ET_EXEC EM_AARCH64, want an executable for EM_X86_64"},
+		{name: "no Lima license", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}},
 			want: "no share/doc/lima/LICENSE"},
 		// The Go linker signs darwin/arm64 binaries ad hoc, without
-		// entitlements: what `go install` gives a Mac user.
-		{name: "darwin, linker-signed", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "arm64"),
+		// entitlements: what `go install` gives a Mac user. marina is
+		// fine so (it is checked first); its engine is not.
+		{name: "darwin, linker-signed", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "arm64"), MarinaLima: hello(t, "darwin", "arm64"),
 			GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")}, LimaDocs: []string{lic}},
-			want: "bin/marina: signed without entitlements"},
+			want: "bin/marina-lima: signed without entitlements"},
 		// darwin/amd64 binaries are not signed at all.
-		{name: "darwin, unsigned", spec: Spec{GOOS: "darwin", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"),
+		{name: "darwin, unsigned", spec: Spec{GOOS: "darwin", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
-			want: "bin/marina: not signed (no LC_CODE_SIGNATURE)"},
+			want: "bin/marina-lima: not signed (no LC_CODE_SIGNATURE)"},
+		{name: "darwin, marina for another CPU", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "arm64"),
+			GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")}, LimaDocs: []string{lic}},
+			want: "bin/marina: a Mach-O"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.spec.Version = "1.0.0"
@@ -227,10 +254,11 @@ func superBlob(entitlements string) []byte {
 	return append(sb, blob...)
 }
 
-// TestCheckArchiveDarwinSigned: a darwin archive passes once marina's code
-// signature carries the entitlement. No Mac here to run codesign: the
-// linker's signature of a real darwin/arm64 binary is replaced, in place,
-// by one holding packaging/darwin/vz.entitlements.
+// TestCheckArchiveDarwinSigned: a darwin archive passes once marina-lima's
+// code signature carries the entitlement, with marina signed only by the Go
+// linker (it runs no VM). No Mac here to run codesign: the linker's
+// signature of a real darwin/arm64 binary is replaced, in place, by one
+// holding packaging/darwin/vz.entitlements.
 func TestCheckArchiveDarwinSigned(t *testing.T) {
 	b, err := os.ReadFile(hello(t, "darwin", "arm64"))
 	if err != nil {
@@ -260,8 +288,9 @@ func TestCheckArchiveDarwinSigned(t *testing.T) {
 		t.Fatal("the Go linker did not sign the darwin/arm64 binary")
 	}
 	dir := t.TempDir()
-	marina := writeFile(t, filepath.Join(dir, "marina"), string(b))
-	out, err := WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina,
+	marina := hello(t, "darwin", "arm64")
+	engine := writeFile(t, filepath.Join(dir, "marina-lima"), string(b))
+	out, err := WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaLima: engine,
 		GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")},
 		LimaDocs:    []string{writeFile(t, filepath.Join(dir, "LICENSE"), "Apache License\n")}})
 	if err != nil {
@@ -285,15 +314,92 @@ func TestCheckArchiveDarwinSigned(t *testing.T) {
 			copy(b[off:], other)
 		}
 	}
-	writeFile(t, marina, string(b))
-	out, err = WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina,
+	writeFile(t, engine, string(b))
+	out, err = WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaLima: engine,
 		GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")},
 		LimaDocs:    []string{filepath.Join(dir, "LICENSE")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckArchive(out); err == nil || !strings.Contains(err.Error(), "not signed with the com.apple.security.virtualization entitlement") {
+	if err := CheckArchive(out); err == nil || !strings.Contains(err.Error(), "bin/marina-lima: not signed with the com.apple.security.virtualization entitlement") {
 		t.Errorf("CheckArchive = %v", err)
+	}
+}
+
+// rewriteArchive copies the archive in to out, passing every header through
+// edit; edit returning false drops the entry.
+func rewriteArchive(t *testing.T, in, out string, edit func(*tar.Header) bool) {
+	t.Helper()
+	names, entries := listArchive(t, in)
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zw := gzip.NewWriter(f)
+	tw := tar.NewWriter(zw)
+	for _, n := range names {
+		e := entries[n]
+		h := &tar.Header{Name: n, Mode: e.mode, ModTime: e.modTime, Typeflag: tar.TypeReg, Size: int64(len(e.data))}
+		if strings.HasSuffix(n, "/") {
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		}
+		if !edit(h) {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckArchiveEngine: an archive whose bin/marina-lima is missing or
+// not executable is refused, as bin/marina's would be: marina looks for
+// its engine beside itself and cannot run a VM without it.
+func TestCheckArchiveEngine(t *testing.T) {
+	dir := t.TempDir()
+	good, err := WriteArchive(filepath.Join(dir, "good"), Spec{Version: "1.0.0", GOOS: "linux", GOARCH: "amd64",
+		Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
+		GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")},
+		LimaDocs:    []string{writeFile(t, filepath.Join(dir, "LICENSE"), "Apache License\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckArchive(good); err != nil {
+		t.Fatalf("CheckArchive of the unedited archive: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*tar.Header) bool
+		want string
+	}{
+		{"no marina-lima", func(h *tar.Header) bool { return h.Name != "bin/marina-lima" }, "no bin/marina-lima"},
+		{"no marina", func(h *tar.Header) bool { return h.Name != "bin/marina" }, "no bin/marina"},
+		{"marina-lima not executable", func(h *tar.Header) bool {
+			if h.Name == "bin/marina-lima" {
+				h.Mode = 0o644
+			}
+			return true
+		}, "bin/marina-lima is not executable (mode 644)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), filepath.Base(good))
+			rewriteArchive(t, good, out, tc.edit)
+			// The message ends with what is wrong ("no bin/marina" is
+			// also the start of "no bin/marina-lima").
+			if err := CheckArchive(out); err == nil || !strings.HasSuffix(err.Error(), ": "+tc.want) {
+				t.Errorf("CheckArchive = %v, want it to end in %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -305,7 +411,7 @@ func TestArchiveCommand(t *testing.T) {
 	writeFile(t, filepath.Join(docs, "README.md"), "# marina\n")
 	t.Setenv("SOURCE_DATE_EPOCH", "1767225600")
 	err := run([]string{"archive", "-version", "v0.3.0-2-gabcdef", "-goos", "linux", "-goarch", "arm64",
-		"-marina", hello(t, "linux", "arm64"), "-guestagent", hello(t, "linux", "arm64"),
+		"-marina", hello(t, "linux", "arm64"), "-marina-lima", hello(t, "linux", "arm64"), "-guestagent", hello(t, "linux", "arm64"),
 		"-out", filepath.Join(dir, "dist"), "-docs", docs})
 	if err != nil {
 		t.Fatal(err)
@@ -323,8 +429,16 @@ func TestArchiveCommand(t *testing.T) {
 	if e := entries["bin/marina"]; !e.modTime.Equal(time.Unix(1767225600, 0)) {
 		t.Errorf("SOURCE_DATE_EPOCH not applied: %v", e.modTime)
 	}
+	if e, ok := entries["bin/marina-lima"]; !ok || e.mode != 0o755 {
+		t.Errorf("bin/marina-lima: %v, mode %o", ok, e.mode)
+	}
 	if err := run([]string{"archive", "-version", "v1"}); err == nil {
 		t.Error("archive without -goos/-goarch/-marina accepted")
+	}
+	err = run([]string{"archive", "-version", "v1", "-goos", "linux", "-goarch", "arm64", "-marina", hello(t, "linux", "arm64"),
+		"-guestagent", hello(t, "linux", "arm64"), "-out", filepath.Join(dir, "dist3"), "-docs", docs})
+	if err == nil || !strings.Contains(err.Error(), "-marina-lima") {
+		t.Errorf("archive without -marina-lima = %v", err)
 	}
 }
 
@@ -368,6 +482,10 @@ func TestChecksumsAndFormula(t *testing.T) {
 		`sha256 "` + sums["marina-0.3.0-Darwin-x86_64.tar.gz"] + `"`,
 		`libexec.install "bin", "share"`,
 		`bin.install_symlink libexec/"bin/marina"`,
+		// marina-lima stays in libexec/bin, beside marina's real file,
+		// where marina looks for it; it is the binary that is signed.
+		`assert_predicate libexec/"bin/marina-lima", :executable?`,
+		`codesign -d --entitlements - --xml #{libexec}/bin/marina-lima"`,
 		`libexec/"share/lima/lima-guestagent.Linux-#{Hardware::CPU.arm? ? "aarch64" : "x86_64"}.gz"`,
 		"depends_on macos: :ventura",
 		"(Lima " + lima.LimaVersion + ")",

@@ -78,7 +78,7 @@ func TestReleaseWorkflow(t *testing.T) {
 		t.Errorf("not run on v* tags: %q", w.On.Push.Tags)
 	}
 	// A pull request that changes what the release runs runs it.
-	for _, p := range []string{".github/workflows/release.yml", "packaging/**", "core/vm/lima/**", "Makefile"} {
+	for _, p := range []string{".github/workflows/release.yml", "packaging/**", "core/vm/lima/**", "cmd/marina-lima/**", "Makefile"} {
 		if !slices.Contains(w.On.PullRequest.Paths, p) {
 			t.Errorf("a pull request changing %s does not run the workflow", p)
 		}
@@ -128,11 +128,27 @@ func TestReleaseWorkflow(t *testing.T) {
 	for _, want := range []string{
 		"make release-darwin", "make release-checksums", "make release-formula", "make vet-darwin",
 		"go run ./packaging/release check dist/*.tar.gz",
-		"go run ./packaging/release entitlements dist/build/darwin-arm64/marina dist/build/darwin-amd64/marina",
-		"CGO_ENABLED=1 go vet ./core/vm/lima/",
+		// The entitlement is marina-lima's, Lima's host agent on macOS.
+		"go run ./packaging/release entitlements dist/build/darwin-arm64/marina-lima dist/build/darwin-amd64/marina-lima\n",
+		"for bin in dist/build/darwin-*/marina-lima; do",
+		"CGO_ENABLED=1 go build -o \"$RUNNER_TEMP/unsigned/marina-lima\" ./cmd/marina-lima\n",
+		"dist/build/darwin-arm64/marina-lima version | grep -F 'vz true'",
+		"dist/build/darwin-arm64/marina version",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the darwin job does not run %q", want)
+		}
+	}
+	// The packages only a darwin cgo build compiles are vetted for real:
+	// marina's lima driver and the engine, and both commands.
+	vetRE := regexp.MustCompile(`(?m)^CGO_ENABLED=1 go vet (.+)$`)
+	var vetted []string
+	for _, m := range vetRE.FindAllStringSubmatch(all, -1) {
+		vetted = append(vetted, strings.Fields(m[1])...)
+	}
+	for _, p := range []string{"./core/vm/lima/", "./core/vm/lima/limaengine/", "./cmd/marina/", "./cmd/marina-lima/"} {
+		if !slices.Contains(vetted, p) {
+			t.Errorf("the darwin job does not vet %s with cgo (it vets %q)", p, vetted)
 		}
 	}
 	// What make release-darwin produces is what is uploaded.
@@ -173,39 +189,52 @@ func makeDryRun(t *testing.T, target string, vars ...string) string {
 	return string(b)
 }
 
-// TestMakefileSigns: on macOS (HOST_OS=Darwin, as uname -s says there)
-// build and install force cgo and sign with packaging/darwin/vz.entitlements,
-// as Lima's Makefile signs limactl; on Linux they do neither.
+// TestMakefileSigns: build, install and release-archive build marina and
+// marina-lima together, with the same flags. On macOS (HOST_OS=Darwin, as
+// uname -s says there) they force cgo and sign marina-lima, Lima's host
+// agent, with packaging/darwin/vz.entitlements, as Lima's Makefile signs
+// limactl; marina, which runs no VM, is not signed with it. On Linux they
+// sign nothing.
 func TestMakefileSigns(t *testing.T) {
 	sign := "codesign --entitlements packaging/darwin/vz.entitlements --force -s - "
+	both := "./cmd/marina ./cmd/marina-lima\n"
 	mac := makeDryRun(t, "build", "HOST_OS=Darwin")
-	if !strings.Contains(mac, "CGO_ENABLED=1 go build") || !strings.Contains(mac, sign+"bin/marina\n") {
+	if !strings.Contains(mac, "CGO_ENABLED=1 go build -trimpath -ldflags '-s -w ") || !strings.Contains(mac, " -o bin/ "+both) ||
+		!strings.Contains(mac, sign+"bin/marina-lima\n") || strings.Count(mac, "codesign --") != 1 {
 		t.Errorf("make build on macOS:\n%s", mac)
 	}
 	if strings.Index(mac, "go build") > strings.Index(mac, "codesign") {
 		t.Errorf("make build on macOS signs before it builds:\n%s", mac)
 	}
 	inst := makeDryRun(t, "install", "HOST_OS=Darwin", "GOBIN_DIR=/Users/me/go/bin")
-	if !strings.Contains(inst, "CGO_ENABLED=1 go install") || !strings.Contains(inst, sign+"/Users/me/go/bin/marina\n") {
+	if !strings.Contains(inst, "CGO_ENABLED=1 go install -trimpath -ldflags '-s -w ") || !strings.Contains(inst, "' "+both) ||
+		!strings.Contains(inst, sign+"/Users/me/go/bin/marina-lima\n") || strings.Count(inst, "codesign --") != 1 {
 		t.Errorf("make install on macOS:\n%s", inst)
 	}
 	for _, target := range []string{"build", "install"} {
-		if linux := makeDryRun(t, target, "HOST_OS=Linux"); strings.Contains(linux, "codesign") || !strings.Contains(linux, "CGO_ENABLED=0 go "+target) {
+		if linux := makeDryRun(t, target, "HOST_OS=Linux"); strings.Contains(linux, "codesign") || !strings.Contains(linux, "CGO_ENABLED=0 go "+target) || !strings.Contains(linux, both) {
 			t.Errorf("make %s on Linux changed:\n%s", target, linux)
 		}
 	}
 	rel := makeDryRun(t, "release-archive", "HOST_OS=Darwin", "RELEASE_GOOS=darwin", "RELEASE_GOARCH=amd64", "VERSION=v1.2.3")
 	for _, want := range []string{
 		"CGO_ENABLED=1 GOOS=darwin GOARCH=amd64",
-		sign + "dist/build/darwin-amd64/marina\n",
+		" -o dist/build/darwin-amd64/ " + both,
+		sign + "dist/build/darwin-amd64/marina-lima\n",
 		"go run ./packaging/release archive -version v1.2.3 -goos darwin -goarch amd64",
+		"-marina dist/build/darwin-amd64/marina -marina-lima dist/build/darwin-amd64/marina-lima ",
 	} {
 		if !strings.Contains(rel, want) {
 			t.Errorf("make release-archive for darwin/amd64 on macOS lacks %q:\n%s", want, rel)
 		}
 	}
+	if strings.Count(rel, "codesign --") != 1 {
+		t.Errorf("make release-archive for darwin/amd64 on macOS signs more than marina-lima:\n%s", rel)
+	}
 	linuxRel := makeDryRun(t, "release-archive", "HOST_OS=Linux", "RELEASE_GOOS=linux", "RELEASE_GOARCH=arm64")
-	if !strings.Contains(linuxRel, "CGO_ENABLED=0 GOOS=linux GOARCH=arm64") || !strings.Contains(linuxRel, "not signing dist/build/linux-arm64/marina: codesign exists only on macOS") {
+	if !strings.Contains(linuxRel, "CGO_ENABLED=0 GOOS=linux GOARCH=arm64") || !strings.Contains(linuxRel, " -o dist/build/linux-arm64/ "+both) ||
+		!strings.Contains(linuxRel, "not signing dist/build/linux-arm64/marina-lima: codesign exists only on macOS") ||
+		!strings.Contains(linuxRel, "-marina dist/build/linux-arm64/marina -marina-lima dist/build/linux-arm64/marina-lima ") {
 		t.Errorf("make release-archive on Linux:\n%s", linuxRel)
 	}
 }
