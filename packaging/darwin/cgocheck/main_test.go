@@ -28,7 +28,7 @@ func module(t *testing.T, files map[string]string) string {
 
 // A cgo package (only under darwin && cgo), its pure-Go helper package, and
 // an importer of the cgo package: the shape of Lima's vz driver and
-// marina's core/vm/lima.
+// marina's core/vm/lima/limaengine.
 const (
 	vzFile = `//go:build darwin && cgo
 
@@ -132,15 +132,21 @@ func TestCheckFindsErrorsInCgoCode(t *testing.T) {
 	}
 }
 
-// TestCheckMarina is what make vet-darwin runs, on marina's own lima
-// driver: its darwin && cgo build (Lima's vz driver and host agent
-// included) type-checks.
+// TestCheckMarina is what make vet-darwin runs, on marina's Lima engine
+// (cmd/marina-lima): its darwin && cgo build (Lima's vz driver and host
+// agent included) type-checks.
 func TestCheckMarina(t *testing.T) {
-	res, err := Check(context.Background(), filepath.Join("..", "..", ".."), "arm64", []string{"./core/vm/lima"})
+	res, err := Check(context.Background(), filepath.Join("..", "..", ".."), "arm64", []string{"./cmd/marina-lima"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"github.com/bcollard/marina/core/vm/lima", "github.com/lima-vm/lima/v2/pkg/driver/vz", "github.com/Code-Hex/vz/v3"} {
+	for _, p := range []string{
+		"github.com/bcollard/marina/cmd/marina-lima",
+		"github.com/bcollard/marina/core/vm/lima/limaengine",
+		"github.com/lima-vm/lima/v2/pkg/driver/vz",
+		"github.com/lima-vm/lima/v2/pkg/hostagent",
+		"github.com/Code-Hex/vz/v3",
+	} {
 		if !slices.Contains(res.Checked, p) {
 			t.Errorf("%s not checked: %q", p, res.Checked)
 		}
