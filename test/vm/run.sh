@@ -2,10 +2,11 @@
 # test/vm/run.sh (`make test-vm`): marina's lima driver against a real VM.
 #
 # As root: the Debian image (image.sh, cached), Lima's guest agent (built from
-# the pinned module the way the driver builds it, cached), the marina binary
-# (the VM's host agent) and the test binary; a user of its own (Lima refuses
-# root, and the guest user gets the host uid, so it must be a uid the guest
-# does not have); then the test (vm_test.go) as that user, in a scratch
+# the pinned module the way the driver builds it, cached), the marina binary,
+# marina-lima beside it (marina's Lima engine: it boots, stops and deletes the
+# VM and is the VM's host agent) and the test binary; a user of its own (Lima
+# refuses root, and the guest user gets the host uid, so it must be a uid the
+# guest does not have); then the test (vm_test.go) as that user, in a scratch
 # directory. qemu runs under TCG here, its user-mode network restricted
 # (restrict=on: the VM reaches neither the host nor the internet; Lima's SSH
 # forward still works). Every step is timed.
@@ -179,7 +180,8 @@ chmod 755 "$work"
 mkdir -p "$work/t" "$work/logs"
 chown "$user:" "$work/t" "$work/logs"
 build() {
-  go build -o "$work/marina" ./cmd/marina
+  # marina-lima beside marina (and the test binary), where both find it.
+  go build -o "$work/" ./cmd/marina ./cmd/marina-lima
   go test -c -o "$work/vm.test" ./test/vm
   go build -o "$work/lima0relay" ./test/vm/lima0relay
   install -m 0644 "$MARINA_TEST_VM_IMAGE" "$work/image.qcow2"
@@ -210,7 +212,7 @@ EOF
   qemu="$work/qemu-system-x86_64"
   echo "$qemu" >"$work/qemu"
 }
-timed "build marina + test binary" build
+timed "build marina, marina-lima + test binary" build
 timed "lima0 (tap, dnsmasq, sudoers drop-in)" lima0_setup
 timed "local DNS images (docker save)" save_images
 
