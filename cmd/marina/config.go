@@ -340,8 +340,9 @@ func (a *app) validatePlugins(ctx context.Context, l *config.Loaded) ([]string, 
 // are known: a built-in's check runs in-process (the same sdk code its
 // plugin server runs), and an installed plugin's answer is cached under
 // ~/.marina/cache/validate by binary digest and config bytes. Config
-// problems are returned as problems located through l (the plugin's field "pools[0].name" at the file line or --set
-// that wrote plugins.<name>.config.pools[0].name, or its nearest parent);
+// problems are returned as problems located through l (the plugin's field
+// "pools[0].name" at the file line or --set that wrote
+// plugins.<name>.config.pools[0].name, or its nearest parent);
 // err is what stopped a plugin from being checked (a modified binary, a
 // plugin that does not start).
 func (a *app) checkPlugins(ctx context.Context, l *config.Loaded, skip map[string]bool) (warnings []string, problems []config.Problem, err error) {
