@@ -14,7 +14,6 @@ import (
 	_ "github.com/bcollard/marina/core/homeenv"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/pluginset"
-	"github.com/bcollard/marina/core/vm/lima"
 )
 
 func main() {
@@ -28,19 +27,6 @@ func main() {
 	// lab's DOCKER_HOST and network, and cancellation kills its docker calls.
 	if len(os.Args) == 2 && os.Args[1] == kind.HelperArg {
 		os.Exit(kind.ServeHelper(os.Stdin, os.Stdout, os.Stderr))
-	}
-	// Lima's host agent: Lima re-executes marina as `marina hostagent ...`
-	// for each running VM (the lima driver). Its context is never
-	// cancelled: SIGINT/SIGTERM reach the agent through its own signal
-	// channel and shut the VM down cleanly; a cancelled context would kill
-	// the VM without a shutdown.
-	if lima.IsHostAgentInvocation(os.Args[1:]) {
-		err := lima.RunHostAgent(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "marina hostagent: %v\n", err)
-			os.Exit(exitcode.Failure)
-		}
-		os.Exit(exitcode.OK)
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -167,7 +167,9 @@ func newDriver(e env, home string) *lima.Driver {
 	cfg.Network.BridgeCIDR = bridge
 
 	d := lima.New(cfg, home)
-	d.Executable = e.marina
+	// marina-lima, built beside marina by run.sh: the engine that boots
+	// the VM and runs its host agent.
+	d.Executable = filepath.Join(filepath.Dir(e.marina), lima.EngineName)
 	d.GuestAgent = e.guestAgent
 	d.Images = []lima.Image{{Arch: "amd64", Location: e.image, Digest: "sha256:" + e.imageSHA256}}
 	// The image has Docker, curl, iptables and ca-certificates: nothing to

@@ -18,11 +18,18 @@
 //   - guest commands (Driver.Exec): argv, never a shell string, over one
 //     reused SSH connection, with a deadline enforced on both ends, stopped
 //     on cancellation;
-//   - the host agent (RunHostAgent): Lima runs a host agent per VM by
-//     re-executing the current program as `<program> hostagent ...`, so
-//     marina's main must hand such invocations to RunHostAgent.
+//   - the engine protocol (engine.go): Lima's VM drivers, its instance
+//     operations and its host agent are heavy (the vz and qemu drivers,
+//     usernet's gVisor stack and gopacket: ~90 ms of package init), so they
+//     live in a second binary, marina-lima (package limaengine,
+//     cmd/marina-lima), installed beside marina. This package asks it to
+//     create, start, stop or delete the VM (one JSON request on stdin,
+//     progress and one result on stdout) and reads the VM's status itself,
+//     from Lima's files, in process. Lima runs the VM's host agent by
+//     re-executing the engine as `marina-lima hostagent ...`.
 //
 // On macOS the vz driver needs cgo and the com.apple.security.virtualization
-// entitlement; a binary built with CGO_ENABLED=0 compiles (and vets) but
-// refuses to start a vz VM, with an error that says so.
+// entitlement, both for marina-lima only; a marina-lima built with
+// CGO_ENABLED=0 compiles (and vets) but refuses to start a vz VM, with an
+// error that says so.
 package lima

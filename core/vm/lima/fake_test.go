@@ -34,6 +34,8 @@ type fakeLima struct {
 	startOpts StartOptions
 	// waitErr is what WaitRunning returns.
 	waitErr error
+	// noVZ: the engine has no vz driver (built without cgo).
+	noVZ bool
 	// onStop and beforeStart, when set, run at Stop and at Start (to see
 	// the instance as Lima would at that moment).
 	onStop, beforeStart func()
@@ -127,3 +129,5 @@ func (f *fakeLima) GuestAgent(guestOS limatype.OS, arch limatype.Arch) (string, 
 	}
 	return f.guestAgent, nil
 }
+
+func (f *fakeLima) VZ(context.Context) (bool, error) { return !f.noVZ, nil }

@@ -22,8 +22,9 @@ type HostAgentArgs struct {
 }
 
 // IsHostAgentInvocation reports whether args (os.Args[1:]) is Lima asking
-// this program to be a VM's host agent. marina's main checks it before
-// anything else and hands such invocations to RunHostAgent.
+// this program to be a VM's host agent. marina-lima's main
+// (limaengine.Main) checks it before anything else and hands such
+// invocations to limaengine.RunHostAgent.
 func IsHostAgentInvocation(args []string) bool {
 	if len(args) > 0 && args[0] == "--debug" {
 		args = args[1:]
@@ -60,16 +61,4 @@ func ParseHostAgentArgs(args []string) (HostAgentArgs, error) {
 		return a, errors.New("hostagent: --socket is required (Lima version mismatch?)")
 	}
 	return a, nil
-}
-
-// syncWriter syncs a file after every write, so that Lima's watcher sees
-// each event as soon as it is written.
-type syncWriter struct{ w io.Writer }
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	n, err := s.w.Write(p)
-	if f, ok := s.w.(interface{ Sync() error }); ok && err == nil {
-		_ = f.Sync()
-	}
-	return n, err
 }

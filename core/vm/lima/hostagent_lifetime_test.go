@@ -93,7 +93,7 @@ func TestStartPassesTheStartTimeout(t *testing.T) {
 	if _, err := d.Start(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if f.startOpts.Timeout != 25*time.Minute || f.startOpts.HostAgent != "/opt/marina/bin/marina" || f.startOpts.GuestAgent != d.GuestAgent {
+	if f.startOpts.Timeout != 25*time.Minute || f.startOpts.HostAgent != "/opt/marina/bin/marina-lima" || f.startOpts.GuestAgent != d.GuestAgent {
 		t.Errorf("Lima got %+v", f.startOpts)
 	}
 	f.inst.Status = limatype.StatusRunning

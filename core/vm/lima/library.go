@@ -11,16 +11,12 @@ import (
 	"time"
 
 	hostagentevents "github.com/lima-vm/lima/v2/pkg/hostagent/events"
-	"github.com/lima-vm/lima/v2/pkg/instance"
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/limatype/filenames"
 	"github.com/lima-vm/lima/v2/pkg/store"
 	"github.com/lima-vm/lima/v2/pkg/usrlocal"
 	"github.com/lima-vm/lima/v2/pkg/version"
 	"github.com/sirupsen/logrus"
-
-	// Lima's qemu driver, on every platform (Lima's vmType on Linux).
-	_ "github.com/lima-vm/lima/v2/pkg/driver/qemu"
 )
 
 // LimaVersion is the Lima library marina is built with (go.mod pins it).
@@ -56,10 +52,28 @@ type limaAPI interface {
 	Delete(ctx context.Context, inst *limatype.Instance) error
 	// GuestAgent finds Lima's guest agent next to the running program.
 	GuestAgent(guestOS limatype.OS, arch limatype.Arch) (string, error)
+	// VZ reports whether Lima's vz driver can run (the engine was built
+	// with cgo on macOS).
+	VZ(ctx context.Context) (bool, error)
 }
 
-// library is limaAPI on the real Lima packages, all under marina's LIMA_HOME.
-type library struct{ limaHome string }
+// library is limaAPI on the real Lima: what reads an instance runs here
+// (Lima's store, its host agent's event log); what changes one runs in the
+// engine (EngineName), all under marina's LIMA_HOME.
+type library struct {
+	limaHome string
+	// exe is the engine to run (Driver.Executable, read at each call);
+	// nil or "" finds it next to marina.
+	exe func() string
+}
+
+func (l *library) engine() engineLima {
+	e := engineLima{limaHome: l.limaHome}
+	if l.exe != nil {
+		e.exe = l.exe()
+	}
+	return e
+}
 
 // limaHomeMu serialises the process-wide LIMA_HOME: Lima reads it from the
 // environment on every call, and the host agent it spawns inherits it.
@@ -82,6 +96,7 @@ func (l *library) with(fn func() error) error {
 }
 
 func (l *library) Inspect(ctx context.Context, name string) (inst *limatype.Instance, err error) {
+	registerStatusDrivers(ctx)
 	err = l.with(func() error {
 		inst, err = store.Inspect(ctx, name)
 		return err
@@ -89,23 +104,24 @@ func (l *library) Inspect(ctx context.Context, name string) (inst *limatype.Inst
 	return inst, err
 }
 
-func (l *library) Create(ctx context.Context, name string, yaml []byte) (inst *limatype.Instance, err error) {
-	err = l.with(func() error {
-		inst, err = instance.Create(ctx, name, yaml, false)
-		return err
-	})
-	return inst, err
+// Create has the engine create the instance, then reads it.
+func (l *library) Create(ctx context.Context, name string, yaml []byte) (*limatype.Instance, error) {
+	if err := l.engine().create(ctx, name, yaml); err != nil {
+		return nil, err
+	}
+	return l.Inspect(ctx, name)
 }
 
 // StartOptions are what Start passes on to Lima.
 type StartOptions struct {
-	// HostAgent is the program Lima runs as the host agent.
-	HostAgent string
+	// HostAgent is the program Lima runs as the host agent; "" means the
+	// engine itself.
+	HostAgent string `json:"hostAgent,omitempty"`
 	// GuestAgent is Lima's guest agent binary.
-	GuestAgent string
+	GuestAgent string `json:"guestAgent,omitempty"`
 	// Timeout bounds the wait for the VM to come up (Lima's `limactl start
 	// --timeout`); 0 means Lima's default (10 minutes).
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // spawnGrace is how long an interrupted Start still waits for the host agent
@@ -113,75 +129,20 @@ type StartOptions struct {
 // whether the VM keeps booting. Lima itself waits 5 s for that file.
 const spawnGrace = 6 * time.Second
 
+// SpawnGrace is spawnGrace for the engine.
+const SpawnGrace = spawnGrace
+
 // ErrStartInterrupted: Start stopped waiting because its context ended.
 // Whether the VM keeps booting is in the message; the error also wraps the
 // context's error.
 var ErrStartInterrupted = errors.New("stopped waiting for the VM")
 
-// Start runs Lima's start in two parts. Prepare (image download, disk) runs
-// under ctx, so an interrupt there stops it and nothing is started. The host
-// agent is then spawned under a context that is never cancelled, because
-// Lima spawns it with exec.CommandContext: a cancelled context would SIGKILL
-// it, hard-powering-off the VM (limactl passes its own never-cancelled
-// command context). When ctx ends during the boot, Start returns at once and
-// the VM keeps booting.
+// Start has the engine run Lima's start (limaengine: Prepare under ctx,
+// the host agent spawned under a context that is never cancelled). When
+// ctx ends, the engine is interrupted: it returns at once and the VM keeps
+// booting, as the error says.
 func (l *library) Start(ctx context.Context, inst *limatype.Instance, opts StartOptions) error {
-	return l.with(func() error {
-		if _, err := instance.Prepare(ctx, inst, opts.GuestAgent); err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("%w %s before it started (%w); `marina up` starts it", ErrStartInterrupted, inst.Name, ctx.Err())
-			}
-			return err
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w %s before it started (%w); `marina up` starts it", ErrStartInterrupted, inst.Name, ctx.Err())
-		}
-		return startDetached(ctx, inst, opts, instance.StartWithPaths)
-	})
-}
-
-// startFunc is instance.StartWithPaths' signature.
-type startFunc func(ctx context.Context, inst *limatype.Instance, foreground, progress bool, hostAgent, guestAgent string) error
-
-// startDetached calls start (Lima's StartWithPaths) under a never-cancelled
-// context carrying opts.Timeout, and returns when it does or when ctx ends,
-// whichever is first.
-func startDetached(ctx context.Context, inst *limatype.Instance, opts StartOptions, start startFunc) error {
-	spawnCtx := context.WithoutCancel(ctx)
-	if opts.Timeout > 0 {
-		spawnCtx = instance.WithWatchHostAgentTimeout(spawnCtx, opts.Timeout)
-	}
-	done := make(chan error, 1)
-	go func() { done <- start(spawnCtx, inst, false, false, opts.HostAgent, opts.GuestAgent) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	// The host agent may be being spawned right now: give it the time Lima
-	// gives it to write its PID file, so the message below is true.
-	pidFile := filepath.Join(inst.Dir, filenames.HostAgentPID)
-	deadline := time.NewTimer(spawnGrace)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := os.Stat(pidFile); err == nil {
-			return fmt.Errorf("%w %s (%w); it keeps booting in the background: `marina status` shows it, `marina up` waits for it",
-				ErrStartInterrupted, inst.Name, ctx.Err())
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				return err
-			}
-			return nil
-		case <-deadline.C:
-			return fmt.Errorf("%w %s (%w); its host agent had not started: `marina status` shows the VM's state, `marina up` starts it",
-				ErrStartInterrupted, inst.Name, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return l.engine().start(ctx, inst, opts)
 }
 
 func (l *library) WaitRunning(ctx context.Context, inst *limatype.Instance, timeout time.Duration) error {
@@ -190,11 +151,15 @@ func (l *library) WaitRunning(ctx context.Context, inst *limatype.Instance, time
 	})
 }
 
+// defaultWaitRunning is Lima's default wait for a VM to come up
+// (instance.DefaultWatchHostAgentEventsTimeout).
+const defaultWaitRunning = 10 * time.Minute
+
 // waitRunning reads the host agent's events (ha.stdout.log) from the
 // beginning until one says the VM runs or the agent exits.
 func waitRunning(ctx context.Context, instDir string, timeout time.Duration) error {
 	if timeout <= 0 {
-		timeout = instance.DefaultWatchHostAgentEventsTimeout
+		timeout = defaultWaitRunning
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -225,18 +190,22 @@ func waitRunning(ctx context.Context, instDir string, timeout time.Duration) err
 }
 
 func (l *library) Stop(ctx context.Context, inst *limatype.Instance) error {
-	return l.with(func() error { return instance.StopGracefully(ctx, inst, false) })
+	return l.engine().stop(ctx, inst, OpStop)
 }
 
 func (l *library) StopForcibly(ctx context.Context, inst *limatype.Instance) error {
-	return l.with(func() error {
-		instance.StopForcibly(inst)
-		return nil
-	})
+	return l.engine().stop(ctx, inst, OpStopForcibly)
 }
 
 func (l *library) Delete(ctx context.Context, inst *limatype.Instance) error {
-	return l.with(func() error { return instance.Delete(ctx, inst, true) })
+	return l.engine().stop(ctx, inst, OpDelete)
+}
+
+// VZ reports whether the engine has Lima's vz driver (a cgo build on
+// macOS).
+func (l *library) VZ(ctx context.Context) (bool, error) {
+	ev, err := l.engine().info(ctx)
+	return ev.VZ, err
 }
 
 func (l *library) GuestAgent(guestOS limatype.OS, arch limatype.Arch) (string, error) {

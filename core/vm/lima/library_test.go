@@ -38,6 +38,10 @@ func TestRealLimaCreateInspectDelete(t *testing.T) {
 		home = t.TempDir()
 	}
 	d := New(config.Default(), home)
+	d.Executable = os.Getenv("MARINA_TEST_ENGINE")
+	if d.Executable == "" {
+		d.Executable = buildEngine(t, t.TempDir())
+	}
 	d.goos, d.goarch = "linux", "amd64"
 	d.pingDocker = func(context.Context, string) error { return nil }
 	ctx := context.Background()
@@ -130,13 +134,14 @@ func runAsNobody(t *testing.T, test string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	engine := buildEngine(t, dir)
 	child := filepath.Join(dir, "lima.test")
 	if err := os.WriteFile(child, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(child, "-test.run=^"+test+"$", "-test.v")
 	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + home, "MARINA_TEST_HOME=" + home, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"HOME=" + home, "MARINA_TEST_HOME=" + home, "MARINA_TEST_ENGINE=" + engine, "PATH=/usr/bin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {

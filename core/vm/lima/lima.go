@@ -32,8 +32,10 @@ type Driver struct {
 	// where `limactl info` says, and build it as a last resort
 	// (guestagent.go).
 	GuestAgent string
-	// Executable is the program Lima starts as the VM's host agent
-	// (`<Executable> hostagent ...`); empty means this program.
+	// Executable is marina's Lima engine (EngineName): the program that
+	// creates, starts, stops and deletes the VM and that Lima starts as the
+	// VM's host agent (`<Executable> hostagent ...`); empty means the one
+	// next to this program (enginePath).
 	Executable string
 	// ExecTimeout bounds Exec when ctx has no deadline (default 2 minutes).
 	ExecTimeout time.Duration
@@ -63,8 +65,6 @@ type Driver struct {
 	lima         limaAPI
 	pingDocker   func(ctx context.Context, host string) error
 	ssh          *sshExecutor
-	// vzAvailable reports whether Lima's vz driver is compiled in.
-	vzAvailable bool
 	// host is this machine beyond Lima (codesign, brew, limactl, go);
 	// the zero value is the real one.
 	host hostEnv
@@ -86,12 +86,11 @@ func New(cfg *config.Config, home string) *Driver {
 		home:         home,
 		goos:         runtime.GOOS,
 		goarch:       runtime.GOARCH,
-		lima:         &library{limaHome: LimaHome(home)},
 		pingDocker:   pingDocker,
-		vzAvailable:  vzCompiled,
 		dockerWait:   60 * time.Second,
 		brokenSettle: 5 * time.Second,
 	}
+	d.lima = &library{limaHome: LimaHome(home), exe: func() string { return d.Executable }}
 	d.ssh = newSSHExecutor(guestUser, nil)
 	// The executor asks target before each new connection, holding its
 	// lock, and reads user after it: the guest user is the one of the VM
@@ -482,11 +481,15 @@ func (d *Driver) create(ctx context.Context) (*limatype.Instance, error) {
 // (sign.go); everywhere, Lima's guest agent, built when it is nowhere to be
 // found (guestagent.go).
 func (d *Driver) preflight(ctx context.Context, say func(string)) error {
-	if d.goos == "darwin" && !d.vzAvailable {
-		return errors.New("this marina binary was built without cgo, so it cannot run Lima's vz driver; " +
-			"use a release build, or build with CGO_ENABLED=1 on macOS and sign it with the com.apple.security.virtualization entitlement")
-	}
 	if d.goos == "darwin" {
+		vz, err := d.lima.VZ(ctx)
+		if err != nil {
+			return err
+		}
+		if !vz {
+			return fmt.Errorf("%s (%s) was built without cgo, so it cannot run Lima's vz driver; "+
+				"use a release build, or build it with CGO_ENABLED=1 on macOS (`make build`) and sign it with the com.apple.security.virtualization entitlement", EngineName, d.executable())
+		}
 		if err := checkEntitlement(ctx, d.host.runner(), d.executable(), d.home, say); err != nil {
 			return err
 		}
@@ -507,11 +510,11 @@ func (d *Driver) guestAgentPath() string {
 	return p
 }
 
+// executable is the engine (Driver.Executable, else the one found next to
+// marina; "" when there is none: using it then fails with enginePath's
+// error).
 func (d *Driver) executable() string {
-	if d.Executable != "" {
-		return d.Executable
-	}
-	exe, err := os.Executable()
+	exe, err := enginePath(d.Executable)
 	if err != nil {
 		return ""
 	}

@@ -29,10 +29,9 @@ func fakeDriver(t *testing.T, inst *limatype.Instance) (*Driver, *fakeLima) {
 	d := New(config.Default(), home)
 	d.lima = f
 	d.goos, d.goarch = "darwin", "arm64"
-	d.vzAvailable = true
 	d.host = hermeticHost(t, home)
 	d.GuestAgent = fakeFile(t, filepath.Join(home, "opt", "marina", "share", "lima", "lima-guestagent.Linux-aarch64.gz"))
-	d.Executable = "/opt/marina/bin/marina"
+	d.Executable = "/opt/marina/bin/marina-lima"
 	d.pingDocker = func(context.Context, string) error { return nil }
 	d.dockerWait = time.Second
 	return d, f
@@ -179,14 +178,14 @@ func TestStartCreatesStartsAndIsIdempotent(t *testing.T) {
 	d, f := fakeDriver(t, nil)
 	f.onStart = limatype.StatusRunning
 	var lines []string
-	d.Executable = "/opt/marina/bin/marina"
+	d.Executable = "/opt/marina/bin/marina-lima"
 	st, err := d.Start(context.Background(), func(s string) { lines = append(lines, s) })
 	// After the start the fake instance runs as VZ; its guest IP needs SSH,
 	// which this test has none of: Status reports that in Detail.
 	if err != nil || st.State != vm.Running {
 		t.Fatalf("Start = %+v, %v", st, err)
 	}
-	want := []string{"create marina", "start marina hostagent=/opt/marina/bin/marina guestagent=" + d.GuestAgent}
+	want := []string{"create marina", "start marina hostagent=/opt/marina/bin/marina-lima guestagent=" + d.GuestAgent}
 	if !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("calls = %q, want %q", f.calls, want)
 	}
@@ -232,7 +231,7 @@ func TestStartRefuses(t *testing.T) {
 		edit func(d *Driver, f *fakeLima)
 		want string
 	}{
-		{name: "no vz in this build", edit: func(d *Driver, f *fakeLima) { d.vzAvailable = false }, want: "CGO_ENABLED=1"},
+		{name: "no vz in this build", edit: func(d *Driver, f *fakeLima) { f.noVZ = true }, want: "CGO_ENABLED=1"},
 		{name: "no guest agent", edit: func(d *Driver, f *fakeLima) { d.GuestAgent = "" },
 			want: "there is no Go toolchain to build it. Install marina's release archive (it ships share/lima/lima-guestagent.Linux-aarch64.gz beside bin/marina)"},
 		{name: "unpinned image", edit: func(d *Driver, f *fakeLima) { d.Images = []Image{{Arch: "arm64", Location: "https://x/y.img"}} }, want: "pinned by digest"},

@@ -304,7 +304,7 @@ func TestStartResizesAStoppedVM(t *testing.T) {
 	if _, err := d.Start(ctx, func(s string) { lines = append(lines, s) }); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"start marina hostagent=/opt/marina/bin/marina guestagent=" + d.GuestAgent}; !reflect.DeepEqual(f.calls, want) {
+	if want := []string{"start marina hostagent=/opt/marina/bin/marina-lima guestagent=" + d.GuestAgent}; !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("calls = %q, want %q", f.calls, want)
 	}
 	if len(lines) == 0 || lines[0] != "resizing the VM marina: cpus 4→6, memory 10GiB→12GiB, disk 40GiB→60GiB" {
@@ -330,7 +330,7 @@ func TestStartRestartsARunningVMToResize(t *testing.T) {
 	if _, err := d.Start(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"wait marina 10m0s", "stop marina", "start marina hostagent=/opt/marina/bin/marina guestagent=" + d.GuestAgent}
+	want := []string{"wait marina 10m0s", "stop marina", "start marina hostagent=/opt/marina/bin/marina-lima guestagent=" + d.GuestAgent}
 	if !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("calls = %q, want %q", f.calls, want)
 	}

@@ -108,18 +108,18 @@ func noteRoute(instDir string, priv *hostnet.Privileged, logf func(string, ...an
 	}
 }
 
-// startRouteWatch starts, for the host agent of instance, the goroutine
+// StartRouteWatch starts, for the host agent of instance, the goroutine
 // that keeps the host's route to the bridge on the VM's lima0 address
 // (hostnet.Follower: `sudo -n` only, never a prompt), and returns the
 // function that stops it and waits for it. The host agent calls it when it
 // runs and stops it when it returns:
 //
-//	defer startRouteWatch(ctx, a.Instance)()
+//	defer StartRouteWatch(ctx, a.Instance)()
 //
 // It follows only a route `marina up` asked it to keep (the note in the
 // instance directory) and logs through the agent's logrus logger (the
 // instance's ha.stderr.log).
-func startRouteWatch(ctx context.Context, instance string) (stop func()) {
+func StartRouteWatch(ctx context.Context, instance string) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	logf := func(format string, args ...any) { logrus.Infof("marina: "+format, args...) }
 	f, err := newRouteFollower(os.Getenv("LIMA_HOME"), instance, logf)

@@ -95,9 +95,9 @@ func TestRouteWatchLifecycle(t *testing.T) {
 	}
 
 	t.Setenv("LIMA_HOME", LimaHome(home))
-	stop := startRouteWatch(context.Background(), "marina")
+	stop := StartRouteWatch(context.Background(), "marina")
 	stop() // returns only after the goroutine ended
 
 	t.Setenv("LIMA_HOME", "")
-	startRouteWatch(context.Background(), "marina")() // not marina's: nothing started
+	StartRouteWatch(context.Background(), "marina")() // not marina's: nothing started
 }

@@ -14,11 +14,12 @@ import (
 
 // EntitlementVirtualization is the entitlement Virtualization.framework
 // requires of the process that runs a VM. With Lima's vz driver that process
-// is marina's own host agent (`marina hostagent`), so the marina binary
-// itself must be signed with it.
+// is the host agent of marina's Lima engine (`marina-lima hostagent`), so
+// the marina-lima binary must be signed with it (marina itself needs no
+// entitlement: it never runs a VM).
 const EntitlementVirtualization = "com.apple.security.virtualization"
 
-// VZEntitlements is the entitlements plist marina is signed with: the same
+// VZEntitlements is the entitlements plist marina-lima is signed with: the same
 // keys as Lima's vz.entitlements. packaging/darwin/vz.entitlements is the
 // copy the Makefile and the release sign with; a test keeps both equal.
 const VZEntitlements = `<?xml version="1.0" encoding="UTF-8"?>
@@ -238,7 +239,7 @@ func checkEntitlement(ctx context.Context, run hostRunner, exe, home string, war
 	switch {
 	case errors.Is(err, errNotSigned):
 	case err != nil:
-		warn("cannot read marina's entitlements (" + err.Error() + "); starting anyway")
+		warn("cannot read " + filepath.Base(exe) + "'s entitlements (" + err.Error() + "); starting anyway")
 		return nil
 	case ents[EntitlementVirtualization]:
 		return nil

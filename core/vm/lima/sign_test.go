@@ -102,7 +102,7 @@ func codesignFake(t *testing.T, exe, stdout, stderr string, exit int) hostRunner
 }
 
 func TestCheckEntitlement(t *testing.T) {
-	exe := "/Users/me/go/bin/marina"
+	exe := "/Users/me/go/bin/marina-lima"
 	for _, tc := range []struct {
 		name           string
 		stdout, stderr string
@@ -115,7 +115,7 @@ func TestCheckEntitlement(t *testing.T) {
 		{name: "linker-signed", stdout: "linker-signed.stdout", stderr: "linker-signed.stderr", want: "is signed without the com.apple.security.virtualization entitlement"},
 		{name: "entitlement false", stdout: "dict-other.stdout", want: "is signed without"},
 		{name: "unsigned", stderr: "unsigned.stderr", exit: 1, want: "is not signed, so it lacks the com.apple.security.virtualization entitlement"},
-		{name: "codesign fails otherwise", exit: 1, warn: "cannot read marina's entitlements"},
+		{name: "codesign fails otherwise", exit: 1, warn: "cannot read marina-lima's entitlements"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := t.TempDir()
@@ -162,7 +162,7 @@ func TestCheckSignatureRealCodesign(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = CheckSignature(context.Background(), exe, t.TempDir())
-	want := "cannot read marina's entitlements (codesign -d --entitlements - --xml " + exe + ": exec: \"codesign\": executable file not found"
+	want := "cannot read " + filepath.Base(exe) + "'s entitlements (codesign -d --entitlements - --xml " + exe + ": exec: \"codesign\": executable file not found"
 	if _, lerr := exec.LookPath("codesign"); lerr == nil {
 		want = "the com.apple.security.virtualization entitlement, without which macOS does not let it run a VM"
 	}

@@ -1,6 +1,6 @@
 //go:build !darwin || cgo
 
-package lima
+package limaengine
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"github.com/lima-vm/lima/v2/pkg/hostagent/api/server"
 	"github.com/lima-vm/lima/v2/pkg/store"
 	"github.com/sirupsen/logrus"
+
+	"github.com/bcollard/marina/core/vm/lima"
 )
 
 // RunHostAgent runs a VM's Lima host agent until the VM stops (a port of
@@ -33,7 +35,7 @@ import (
 // stop would run on a dead context and the VM would be killed instead.
 func RunHostAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx = context.WithoutCancel(ctx)
-	a, err := ParseHostAgentArgs(args)
+	a, err := lima.ParseHostAgentArgs(args)
 	if err != nil {
 		return err
 	}
@@ -101,6 +103,18 @@ func RunHostAgent(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer srv.Close()
 	// Keep the host's route to the bridge on the VM's current address
 	// (sleep/wake, a new network) while the VM runs (routewatch.go).
-	defer startRouteWatch(ctx, a.Instance)()
+	defer lima.StartRouteWatch(ctx, a.Instance)()
 	return ha.Run(ctx)
+}
+
+// syncWriter syncs a file after every write, so that Lima's watcher sees
+// each event as soon as it is written.
+type syncWriter struct{ w io.Writer }
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if f, ok := s.w.(interface{ Sync() error }); ok && err == nil {
+		_ = f.Sync()
+	}
+	return n, err
 }

@@ -1,6 +1,6 @@
 //go:build darwin && cgo
 
-package lima
+package limaengine
 
 // Lima's vz driver (Virtualization.framework) is cgo code; importing it
 // registers it with Lima's driver registry, as limactl does.

@@ -1,4 +1,4 @@
-package lima
+package limaengine
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/registry"
 	"github.com/sirupsen/logrus"
+
+	"github.com/bcollard/marina/core/vm/lima"
 )
 
 // testVMType is a Lima VM driver registered in Lima's own registry by the
@@ -104,8 +106,12 @@ func testInstance(t *testing.T) (*library, *limatype.Instance) {
 			_ = os.Unsetenv("LIMA_HOME")
 		}
 	})
-	lib := &library{limaHome: filepath.Join(home, "lima")}
-	dir := filepath.Join(lib.limaHome, "vm")
+	lib := &library{}
+	limaHome := filepath.Join(home, "lima")
+	if err := os.Setenv("LIMA_HOME", limaHome); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(limaHome, "vm")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +132,7 @@ containerd:
   system: false
   user: false
 `
-	for name, content := range map[string]string{"lima.yaml": y, "lima-version": LimaVersion + "\n", "image": "not a real disk image"} {
+	for name, content := range map[string]string{"lima.yaml": y, "lima-version": lima.LimaVersion + "\n", "image": "not a real disk image"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}

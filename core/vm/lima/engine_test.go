@@ -1,0 +1,160 @@
+package lima
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// buildEngine builds cmd/marina-lima into dir and returns its path.
+func buildEngine(t *testing.T, dir string) string {
+	t.Helper()
+	repo, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, EngineName)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/marina-lima")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", EngineName, err, b)
+	}
+	return out
+}
+
+// TestEngineRequests runs the real engine: its info, a request it does not
+// know, an operation on an instance that does not exist, and its refusal
+// to be run by hand.
+func TestEngineRequests(t *testing.T) {
+	exe := buildEngine(t, t.TempDir())
+	e := engineLima{limaHome: filepath.Join(t.TempDir(), "lima"), exe: exe}
+	ctx := context.Background()
+
+	info, err := e.info(ctx)
+	if err != nil || info.VZ || info.LimaVersion != LimaVersion {
+		t.Fatalf("info = %+v, %v (off macOS the engine has no vz driver)", info, err)
+	}
+	if _, err := e.do(ctx, EngineRequest{Op: "reboot"}); err == nil || !strings.Contains(err.Error(), `unknown engine operation "reboot"`) {
+		t.Errorf("unknown op: %v", err)
+	}
+	for _, op := range []string{OpStart, OpStop, OpDelete} {
+		_, err := e.do(ctx, EngineRequest{Op: op, Instance: "nosuch"})
+		if err == nil || !strings.Contains(err.Error(), "inspect the Lima instance nosuch") {
+			t.Errorf("%s of a missing instance: %v", op, err)
+		}
+	}
+	out, err := exec.Command(exe, "start").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "marina runs it") {
+		t.Errorf("%s start by hand: %v\n%s", EngineName, err, out)
+	}
+}
+
+// TestEngineNotFound: without an engine beside marina or on PATH, the
+// error names it and how to get it.
+func TestEngineNotFound(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := runEngine(context.Background(), "", EngineRequest{Op: OpInfo})
+	if err == nil || !strings.Contains(err.Error(), EngineName+", marina's Lima engine") || !strings.Contains(err.Error(), "reinstall marina") {
+		t.Fatalf("err = %v", err)
+	}
+	// Beside the running program (here: the test binary) it is found.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sibling := filepath.Join(filepath.Dir(self), EngineName)
+	if err := os.WriteFile(sibling, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Skipf("cannot write beside the test binary: %v", err)
+	}
+	defer os.Remove(sibling)
+	if p, err := enginePath(""); err != nil || p != sibling {
+		t.Errorf("enginePath = %q, %v; want %s", p, err, sibling)
+	}
+}
+
+// fakeEngine writes a shell script that speaks the engine's protocol the
+// way the tests need (the boundary: the real engine cannot boot a VM here).
+func fakeEngine(t *testing.T, script string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), EngineName)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestEngineInterrupted: when marina's context ends, the engine gets
+// SIGINT, and its answer (the VM keeps booting) comes back as
+// ErrStartInterrupted wrapping the context's error; Lima's log lines came
+// through logrus on the way.
+func TestEngineInterrupted(t *testing.T) {
+	exe := fakeEngine(t, `trap 'echo "{\"error\":\"stopped waiting for the VM marina; it keeps booting\",\"interrupted\":true}"; exit 0' INT
+cat >/dev/null
+echo '{"progress":"booting the VM"}'
+sleep 30 &
+wait
+`)
+	var mu sync.Mutex
+	var lines []string
+	restore := captureLimaLogs(func(s string) { mu.Lock(); lines = append(lines, s); mu.Unlock() })
+	defer restore()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for range 200 {
+			mu.Lock()
+			n := len(lines)
+			mu.Unlock()
+			if n > 0 {
+				break
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		cancel()
+	}()
+	start := time.Now()
+	_, err := runEngine(ctx, exe, EngineRequest{Op: OpStart, Instance: "marina"})
+	if !errors.Is(err, ErrStartInterrupted) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "keeps booting") {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the interrupted engine took %s to answer", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != 1 || lines[0] != "booting the VM" {
+		t.Errorf("progress = %q", lines)
+	}
+}
+
+// TestEngineDiesWithoutResult: an engine that exits without a result is
+// an error carrying its last stderr lines.
+func TestEngineDiesWithoutResult(t *testing.T) {
+	exe := fakeEngine(t, "cat >/dev/null\necho 'panic: boom' >&2\nexit 2\n")
+	logrus.SetLevel(logrus.InfoLevel)
+	_, err := runEngine(context.Background(), exe, EngineRequest{Op: OpStop, Instance: "marina"})
+	if err == nil || !strings.Contains(err.Error(), "ended without a result") || !strings.Contains(err.Error(), "panic: boom") {
+		t.Fatalf("err = %v", err)
+	}
+
+	// A process the dead engine left behind holds its stdout and stderr:
+	// marina still answers, within engineDrain, not when that process ends.
+	exe = fakeEngine(t, "cat >/dev/null\nsleep 30 &\necho 'panic: orphan' >&2\nexit 2\n")
+	start := time.Now()
+	_, err = runEngine(context.Background(), exe, EngineRequest{Op: OpStop, Instance: "marina"})
+	if err == nil || !strings.Contains(err.Error(), "panic: orphan") {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > engineDrain+5*time.Second {
+		t.Errorf("runEngine took %s with an orphan holding the engine's output", d)
+	}
+}
