@@ -48,9 +48,21 @@ const (
 	OpDelete       = "delete"
 )
 
+// EngineProtocol is the version of the request/event protocol between
+// marina and marina-lima. Both sides check it: a marina and a marina-lima
+// from different releases (one upgraded by `go install`, the other not)
+// fail on the first request with an error that says so, rather than
+// misreading each other. Bump it on any incompatible change.
+const EngineProtocol = 1
+
+// ErrEngineProtocol: marina and marina-lima speak different protocols.
+var ErrEngineProtocol = errors.New("marina and marina-lima are from different releases")
+
 // EngineRequest is one request to the engine.
 type EngineRequest struct {
-	Op string `json:"op"`
+	// Protocol is EngineProtocol as marina knows it.
+	Protocol int    `json:"protocol"`
+	Op       string `json:"op"`
 	// LimaHome is marina's LIMA_HOME; the engine (and the host agent it
 	// spawns) run under it.
 	LimaHome string `json:"limaHome"`
@@ -63,6 +75,8 @@ type EngineRequest struct {
 // EngineEvent is one line the engine writes: a progress line (Lima's log),
 // or the last line, the result.
 type EngineEvent struct {
+	// Protocol is the engine's EngineProtocol, on the result.
+	Protocol int    `json:"protocol,omitempty"`
 	Progress string `json:"progress,omitempty"`
 	Done     bool   `json:"done,omitempty"`
 	Error    string `json:"error,omitempty"`
@@ -144,6 +158,7 @@ func runEngine(ctx context.Context, exe string, req EngineRequest) (EngineEvent,
 	if err != nil {
 		return EngineEvent{}, err
 	}
+	req.Protocol = EngineProtocol
 	in, err := json.Marshal(req)
 	if err != nil {
 		return EngineEvent{}, err
@@ -208,6 +223,10 @@ func runEngine(ctx context.Context, exe string, req EngineRequest) (EngineEvent,
 	}
 	werr := <-exited
 	switch {
+	case result != nil && result.Protocol != EngineProtocol:
+		return EngineEvent{}, fmt.Errorf("%w: %s speaks engine protocol %d, this marina %d; "+
+			"install both from the same release (make install, the release archive or Homebrew: README, Install)",
+			ErrEngineProtocol, path, result.Protocol, EngineProtocol)
 	case result != nil && result.Error != "":
 		return *result, &engineError{msg: result.Error, interrupted: result.Interrupted, ctxErr: ctx.Err()}
 	case result != nil:

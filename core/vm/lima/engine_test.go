@@ -52,7 +52,15 @@ func TestEngineRequests(t *testing.T) {
 			t.Errorf("%s of a missing instance: %v", op, err)
 		}
 	}
-	out, err := exec.Command(exe, "start").CombinedOutput()
+	// A request from a marina of another release: the engine refuses it.
+	cmd := exec.Command(exe, EngineArg)
+	cmd.Stdin = strings.NewReader(`{"protocol":99,"op":"info"}`)
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "engine protocol 1, the marina that ran it 99") || !strings.Contains(string(out), "same release") {
+		t.Errorf("protocol 99: %v\n%s", err, out)
+	}
+
+	out, err = exec.Command(exe, "start").CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "marina runs it") {
 		t.Errorf("%s start by hand: %v\n%s", EngineName, err, out)
@@ -98,7 +106,7 @@ func fakeEngine(t *testing.T, script string) string {
 // ErrStartInterrupted wrapping the context's error; Lima's log lines came
 // through logrus on the way.
 func TestEngineInterrupted(t *testing.T) {
-	exe := fakeEngine(t, `trap 'echo "{\"error\":\"stopped waiting for the VM marina; it keeps booting\",\"interrupted\":true}"; exit 0' INT
+	exe := fakeEngine(t, `trap 'echo "{\"protocol\":1,\"error\":\"stopped waiting for the VM marina; it keeps booting\",\"interrupted\":true}"; exit 0' INT
 cat >/dev/null
 echo '{"progress":"booting the VM"}'
 sleep 30 &
@@ -133,6 +141,22 @@ wait
 	defer mu.Unlock()
 	if len(lines) != 1 || lines[0] != "booting the VM" {
 		t.Errorf("progress = %q", lines)
+	}
+}
+
+// TestEngineProtocolMismatch: an engine of another release (its result
+// carries another protocol, or none) is refused, whatever it answered.
+func TestEngineProtocolMismatch(t *testing.T) {
+	for _, answer := range []string{`{"done":true}`, `{"protocol":2,"done":true}`, `{"protocol":7,"error":"boom"}`} {
+		exe := fakeEngine(t, "cat >/dev/null\necho '"+answer+"'\n")
+		_, err := runEngine(context.Background(), exe, EngineRequest{Op: OpInfo})
+		if !errors.Is(err, ErrEngineProtocol) || !strings.Contains(err.Error(), "same release") {
+			t.Errorf("%s: err = %v", answer, err)
+		}
+	}
+	exe := fakeEngine(t, "cat >/dev/null\necho '{\"protocol\":1,\"done\":true,\"limaVersion\":\"x\"}'\n")
+	if ev, err := runEngine(context.Background(), exe, EngineRequest{Op: OpInfo}); err != nil || ev.LimaVersion != "x" {
+		t.Errorf("same protocol: %+v, %v", ev, err)
 	}
 }
 

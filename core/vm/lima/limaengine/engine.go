@@ -76,6 +76,12 @@ func serve(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	if err := json.Unmarshal(b, &req); err != nil {
 		return w.result(nil, fmt.Errorf("the request is not JSON: %w", err))
 	}
+	if req.Protocol != lima.EngineProtocol {
+		exe, _ := os.Executable()
+		return w.result(nil, fmt.Errorf("%w: %s speaks engine protocol %d, the marina that ran it %d; "+
+			"install both from the same release (make install, the release archive or Homebrew: README, Install)",
+			lima.ErrEngineProtocol, exe, lima.EngineProtocol, req.Protocol))
+	}
 	if req.LimaHome != "" {
 		if err := os.MkdirAll(req.LimaHome, 0o700); err != nil {
 			return w.result(nil, fmt.Errorf("create marina's Lima directory: %w", err))
@@ -152,6 +158,7 @@ func (w *eventWriter) result(ev *lima.EngineEvent, err error) int {
 	if err != nil {
 		out = lima.EngineEvent{Error: err.Error(), Interrupted: errors.Is(err, lima.ErrStartInterrupted)}
 	}
+	out.Protocol = lima.EngineProtocol
 	w.write(out)
 	return exitcode.OK
 }
