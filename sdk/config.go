@@ -116,11 +116,11 @@ func CheckConfig(userJSON []byte, t reflect.Type) []Diagnostic {
 }
 
 var (
-	durationType        = reflect.TypeOf(time.Duration(0))
-	jsonUnmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
-	textUnmarshalerType = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
-	textMarshalerType   = reflect.TypeOf((*encoding.TextMarshaler)(nil)).Elem()
-	jsonMarshalerType   = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
+	durationType        = reflect.TypeFor[time.Duration]()
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	textMarshalerType   = reflect.TypeFor[encoding.TextMarshaler]()
+	jsonMarshalerType   = reflect.TypeFor[json.Marshaler]()
 )
 
 // decodesItself reports whether values of t parse their own JSON (e.g.

@@ -32,14 +32,14 @@ var Handshake = goplugin.HandshakeConfig{
 // PluginName is the name of the service in go-plugin's plugin set.
 const PluginName = "marina"
 
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`) })
 
 // Describe builds the Description of p, checking Info: a plugin whose Info
 // is invalid cannot be served.
 func Describe(p Plugin) (*Description, error) {
 	info := p.Info()
 	var problems []string
-	if !nameRE.MatchString(info.Name) {
+	if !nameRE().MatchString(info.Name) {
 		problems = append(problems, fmt.Sprintf("Name %q must be lower-case letters, digits and '-', starting with a letter", info.Name))
 	}
 	if _, err := semver.StrictNewVersion(info.Version); err != nil {
@@ -50,7 +50,7 @@ func Describe(p Plugin) (*Description, error) {
 		problems = append(problems, "the plugin implements no hook (PostUp, PreCluster, PostCluster, PreClusterDelete, PreDown or PreDestroy)")
 	}
 	for _, d := range info.Dependencies {
-		if !nameRE.MatchString(d.Name) || d.Name == info.Name {
+		if !nameRE().MatchString(d.Name) || d.Name == info.Name {
 			problems = append(problems, fmt.Sprintf("dependency %q is not a valid plugin name", d.Name))
 		}
 		if d.Version != "" {

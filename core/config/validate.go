@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/Masterminds/semver/v3"
 	units "github.com/docker/go-units"
@@ -17,9 +18,11 @@ import (
 )
 
 var (
-	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	pluginName   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-	imageRef     = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
+	dnsLabel   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
+	pluginName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`) })
+	imageRef   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
+	})
 	minVMMemory  = int64(2 << 30)
 	minVMDisk    = int64(10 << 30)
 	validDrivers = []string{"auto", "lima", "host"}
@@ -36,7 +39,7 @@ func Validate(c *Config) []Problem {
 	}
 
 	// vm
-	if !dnsLabel.MatchString(c.VM.Name) {
+	if !dnsLabel().MatchString(c.VM.Name) {
 		add("vm.name", "%q is not a valid VM name: use lower-case letters, digits and '-', at most 63 characters", c.VM.Name)
 	}
 	if !contains(validDrivers, c.VM.Driver) {
@@ -52,7 +55,7 @@ func Validate(c *Config) []Problem {
 	}
 
 	// network
-	if !dnsLabel.MatchString(c.Network.Name) {
+	if !dnsLabel().MatchString(c.Network.Name) {
 		add("network.name", "%q is not a valid network name; use lower-case letters, digits and '-' (default %s)", c.Network.Name, DefaultNetworkName)
 	}
 	bridge, bridgeOK := checkBridge(add, c.Network.BridgeCIDR)
@@ -114,7 +117,7 @@ func Validate(c *Config) []Problem {
 			add(p+".name", "is required, e.g. registry-myregistry")
 		case strings.ContainsAny(m.Name, ".:"):
 			add(p+".name", "%q looks like a hostname and would shadow the real registry inside the clusters; use %q", m.Name, "registry-"+sanitize(m.Name))
-		case !dnsLabel.MatchString(m.Name):
+		case !dnsLabel().MatchString(m.Name):
 			add(p+".name", "%q is not a valid container name: use lower-case letters, digits and '-'", m.Name)
 		}
 		if j, dup := names[m.Name]; dup && m.Name != "" {
@@ -143,7 +146,7 @@ func Validate(c *Config) []Problem {
 	for _, name := range sortedKeys(c.Plugins) {
 		pc := c.Plugins[name]
 		p := "plugins." + name
-		if !pluginName.MatchString(name) {
+		if !pluginName().MatchString(name) {
 			add(p, "%q is not a valid plugin name: lower-case letters, digits and '-', starting with a letter", name)
 		}
 		if pc.Version != "" {
@@ -159,7 +162,7 @@ func Validate(c *Config) []Problem {
 	// images
 	for _, leaf := range schema().child("images").Children {
 		img := valueAt(c, leaf).(string)
-		if img != "" && !imageRef.MatchString(img) {
+		if img != "" && !imageRef().MatchString(img) {
 			add(leaf.Path, "%q is not an image reference like registry.example.com/repo/name:tag", img)
 		}
 	}
@@ -277,7 +280,7 @@ func checkDomain(d string) error {
 		return fmt.Errorf("%q is longer than 253 characters", excerpt(d))
 	}
 	for _, label := range strings.Split(d, ".") {
-		if !dnsLabel.MatchString(label) {
+		if !dnsLabel().MatchString(label) {
 			return fmt.Errorf("%q is not a valid DNS domain (label %q: lower-case letters, digits, '-')", excerpt(d), excerpt(label))
 		}
 	}

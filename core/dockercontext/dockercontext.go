@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/bcollard/marina/core/atomicfile"
 )
@@ -51,7 +52,7 @@ type dockerEndpoint struct {
 	SkipTLSVerify bool   `json:"SkipTLSVerify"`
 }
 
-var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.+-]+$`)
+var validName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.+-]+$`) })
 
 // metaDir is where the CLI keeps context name's metadata.
 func (s Store) metaDir(name string) string {
@@ -62,7 +63,7 @@ func (s Store) metaDir(name string) string {
 // Ensure creates or updates context name pointing at host. It reports
 // whether anything changed.
 func (s Store) Ensure(name, host, description string) (bool, error) {
-	if !validName.MatchString(name) || name == "default" {
+	if !validName().MatchString(name) || name == "default" {
 		return false, fmt.Errorf("docker context name %q is not valid (letters, digits, _ . + -; not \"default\"); set vm.name", name)
 	}
 	want := meta{Name: name, Metadata: map[string]any{"Description": description},

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -27,7 +28,7 @@ var (
 )
 
 // homes says where a key belongs when it is written in the wrong place.
-var homes = func() map[string]string {
+var homes = sync.OnceValue(func() map[string]string {
 	h := map[string]string{
 		"apiversion":  "it belongs at the top level",
 		"kind":        "it belongs at the top level",
@@ -46,7 +47,7 @@ var homes = func() map[string]string {
 		h[strings.ToLower(k)] = "set it under spec.defaults (every cluster) or on an entry of spec.clusters"
 	}
 	return h
-}()
+})
 
 // maxVisits bounds the nodes a manifest may expand to, aliases included.
 const maxVisits = 100000
@@ -89,7 +90,7 @@ type parser struct {
 	visits int
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line (\d+)`) })
 
 // document reads the one YAML document of data and returns its root.
 func (p *parser) document(data []byte) (root *yaml.Node, ok bool) {
@@ -135,7 +136,7 @@ func isEmpty(doc *yaml.Node) bool {
 func (p *parser) syntax(err error) {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	pr := Problem{Path: "(document)", Line: 1}
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+	if m := yamlLine().FindStringSubmatch(msg); m != nil {
 		if n, err := strconv.Atoi(m[1]); err == nil && n > 0 {
 			pr.Line = n
 			msg = strings.TrimPrefix(msg, m[0]+": ")
@@ -260,7 +261,7 @@ func keyHint(key string, known []string) string {
 	if s := suggest(key, known); s != "" {
 		return s
 	}
-	if h, ok := homes[strings.ToLower(key)]; ok {
+	if h, ok := homes()[strings.ToLower(key)]; ok {
 		return "; " + h
 	}
 	return "; valid keys here: " + strings.Join(known, ", ")

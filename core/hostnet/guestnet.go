@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // ExecFunc runs argv (never a shell string) as root on the Docker host (the
@@ -103,7 +104,7 @@ func (s GuestNetStatus) OK() bool {
 	return len(s.Checks) > 0
 }
 
-var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$`)
+var ifaceRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$`) })
 
 // validate returns the bridge prefix and the interface name.
 func (s GuestNetSpec) validate() (netip.Prefix, string, error) {
@@ -115,7 +116,7 @@ func (s GuestNetSpec) validate() (netip.Prefix, string, error) {
 	if iface == "" {
 		iface = DefaultGuestIface
 	}
-	if !ifaceRE.MatchString(iface) {
+	if !ifaceRE().MatchString(iface) {
 		return netip.Prefix{}, "", fmt.Errorf("guest interface %q is not a network interface name (letters, digits, '_', '.', '-'; at most 15)", iface)
 	}
 	return pfx, iface, nil

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // SudoersPath is where `marina sudoers --install` puts its drop-in. sudo
@@ -48,7 +49,7 @@ type SudoersSpec struct {
 // sudoersName is what sudoers accepts unquoted as a user or group name; a
 // name with anything else (spaces, ',', ':', '=', '\', '#') would need
 // escaping, so it is refused rather than escaped.
-var sudoersName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+var sudoersName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`) })
 
 // principal renders the rule's subject: "alice" or "%admin".
 func (s SudoersSpec) principal() (string, error) {
@@ -56,7 +57,7 @@ func (s SudoersSpec) principal() (string, error) {
 	case s.User != "" && s.Group != "":
 		return "", errors.New("sudoers: set a user or a group, not both")
 	case s.User != "":
-		if !sudoersName.MatchString(s.User) {
+		if !sudoersName().MatchString(s.User) {
 			return "", fmt.Errorf("sudoers: user name %q has characters marina does not write into a sudoers rule", s.User)
 		}
 		if s.User == "root" {
@@ -64,7 +65,7 @@ func (s SudoersSpec) principal() (string, error) {
 		}
 		return s.User, nil
 	case s.Group != "":
-		if !sudoersName.MatchString(s.Group) {
+		if !sudoersName().MatchString(s.Group) {
 			return "", fmt.Errorf("sudoers: group name %q has characters marina does not write into a sudoers rule", s.Group)
 		}
 		return "%" + s.Group, nil

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	toml "github.com/pelletier/go-toml/v2"
 	yaml "go.yaml.in/yaml/v3"
@@ -17,7 +18,7 @@ import (
 )
 
 // pluginNameRE is the SDK's plugin name rule.
-var pluginNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+var pluginNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`) })
 
 // kubeadmKinds are the objects of kind's generated kubeadm config: a merge
 // patch whose kind is none of them applies to nothing, silently.
@@ -41,7 +42,7 @@ func sortedContributions(cs []NamedContribution) ([]NamedContribution, error) {
 	out := make([]NamedContribution, 0, len(cs))
 	seen := map[string]bool{}
 	for _, c := range cs {
-		if !pluginNameRE.MatchString(c.Plugin) {
+		if !pluginNameRE().MatchString(c.Plugin) {
 			return nil, fmt.Errorf("contribution from plugin %q: not a plugin name (lower-case letters, digits and '-')", c.Plugin)
 		}
 		if seen[c.Plugin] {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/bcollard/marina/sdk"
 )
@@ -23,7 +24,7 @@ const DefaultNodeFileMode fs.FileMode = 0o644
 // pathRE is the shape of every path this package writes or mounts: absolute,
 // segments of letters, digits and . _ + @ - only (so no ':' or ',', which
 // Docker's --volume syntax cannot carry, no spaces, no control characters).
-var pathRE = regexp.MustCompile(`^(/[A-Za-z0-9._+@-]+)+$`)
+var pathRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(/[A-Za-z0-9._+@-]+)+$`) })
 
 // deniedNodePaths are owned by kind or Docker in every node: a read-only
 // mount there would break node start-up or hide what kind writes.
@@ -161,7 +162,7 @@ func checkFilesDir(dir string) error {
 // checkPath checks that p is absolute, clean, not the root and made of safe
 // segments.
 func checkPath(p string) error {
-	if !pathRE.MatchString(p) {
+	if !pathRE().MatchString(p) {
 		return fmt.Errorf("path %q must be absolute, with segments of letters, digits and . _ + @ - only", p)
 	}
 	for _, seg := range strings.Split(p[1:], "/") {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"sync"
 
 	yaml "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -127,7 +128,7 @@ func checkNodeLabel(k, v string) error {
 }
 
 // kindNameRE is kind v0.33.0's cluster name rule.
-var kindNameRE = regexp.MustCompile(`^[a-z0-9.-]+$`)
+var kindNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9.-]+$`) })
 
 // Validate checks c as `kind create cluster` would: it encodes c to YAML and
 // decodes it strictly (unknown fields are errors), applies kind's defaults
@@ -155,8 +156,8 @@ func Validate(c *v1alpha4.Cluster) error {
 	v1alpha4.SetDefaultsCluster(&d)
 
 	var errs []error
-	if !kindNameRE.MatchString(d.Name) {
-		errs = append(errs, fmt.Errorf("name %q does not match %s", d.Name, kindNameRE))
+	if !kindNameRE().MatchString(d.Name) {
+		errs = append(errs, fmt.Errorf("name %q does not match %s", d.Name, kindNameRE()))
 	}
 	if p := d.Networking.APIServerPort; p != 0 && (p < -1 || p > 65535) {
 		errs = append(errs, fmt.Errorf("networking.apiServerPort %d is not a port", p))

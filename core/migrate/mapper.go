@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/bcollard/marina/core/config"
 )
@@ -218,7 +219,9 @@ func urlPassword(s string) string {
 	return p
 }
 
-var itemPath = regexp.MustCompile(`^(registries\.mirrors|kind\.customDNSResolvers)\[(\d+)\]`)
+var itemPath = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(registries\.mirrors|kind\.customDNSResolvers)\[(\d+)\]`)
+})
 
 // validate checks the mapped config as marina will, and reverts what is
 // rejected to marina's default (dropping rejected list entries), until it
@@ -242,7 +245,7 @@ func (m *mapper) validate() error {
 		var order []string
 		for _, pr := range problems {
 			msg := m.redact(pr.Message)
-			if sm := itemPath.FindStringSubmatch(pr.Path); sm != nil {
+			if sm := itemPath().FindStringSubmatch(pr.Path); sm != nil {
 				n, _ := strconv.Atoi(sm[2])
 				field := strings.TrimPrefix(strings.TrimPrefix(pr.Path, sm[0]), ".")
 				if field != "" {

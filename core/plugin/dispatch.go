@@ -276,7 +276,7 @@ func validateBuiltin(p Plugin) ([]sdk.Diagnostic, error) {
 		e.Cause = st.Message()
 		if st.Code() == codes.Internal && strings.Contains(st.Message(), " panicked in ") {
 			value := st.Message()
-			if m := panicRE.FindStringSubmatch(value); m != nil {
+			if m := panicRE().FindStringSubmatch(value); m != nil {
 				value = m[1]
 			}
 			value, e.Detail, _ = strings.Cut(value, "\n")

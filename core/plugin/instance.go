@@ -122,7 +122,7 @@ type Instance struct {
 	stopped  chan struct{}
 }
 
-var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var sha256RE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 
 // Start launches the plugin described by spec, completes the go-plugin
 // handshake (gRPC, AutoMTLS, protocol negotiation), and checks the plugin's
@@ -254,8 +254,10 @@ func (i *Instance) handshake(ctx context.Context) error {
 }
 
 var (
-	unrecognizedRE = regexp.MustCompile(`Unrecognized remote plugin message: ([^\n]*)`)
-	apiVersionRE   = regexp.MustCompile(`incompatible API version with plugin\. Plugin version: (\d+)`)
+	unrecognizedRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`Unrecognized remote plugin message: ([^\n]*)`) })
+	apiVersionRE   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`incompatible API version with plugin\. Plugin version: (\d+)`)
+	})
 )
 
 // classifyStart maps go-plugin's start errors to marina's messages.
@@ -271,15 +273,15 @@ func (i *Instance) classifyStart(err error) *Error {
 	switch {
 	case strings.Contains(msg, "Unrecognized remote plugin message"):
 		text := ""
-		if m := unrecognizedRE.FindStringSubmatch(msg); m != nil {
+		if m := unrecognizedRE().FindStringSubmatch(msg); m != nil {
 			text = strings.TrimSpace(m[1])
 		}
 		if text == "" {
 			return i.newError("start", KindStart, "exited before the handshake"+exitNote()+"; is it a marina plugin (built with the marina SDK)?", err)
 		}
 		return i.newError("start", KindStdout, fmt.Sprintf("printed to stdout before the handshake: %q; stdout is reserved for the plugin protocol, so the plugin must log to stderr and print nothing before sdk.Serve", text), err)
-	case apiVersionRE.MatchString(msg):
-		v := apiVersionRE.FindStringSubmatch(msg)[1]
+	case apiVersionRE().MatchString(msg):
+		v := apiVersionRE().FindStringSubmatch(msg)[1]
 		return i.newError("start", KindProtocol, fmt.Sprintf("speaks protocol %s, this marina speaks protocol %d.%d: install a version of the plugin built for protocol %d, or a marina that speaks protocol %s", v, sdk.ProtocolMajor, sdk.ProtocolMinor, sdk.ProtocolMajor, v), err)
 	case strings.Contains(msg, "incompatible core API version"):
 		return i.newError("start", KindProtocol, "was built with an incompatible go-plugin core protocol: rebuild it with the marina SDK", err)
@@ -334,7 +336,7 @@ func parseProtocol(s string) (major, minor int, ok bool) {
 // recorded digest.
 func verifyDigest(spec Spec) error {
 	want := strings.ToLower(strings.TrimSpace(spec.SHA256))
-	if !sha256RE.MatchString(want) {
+	if !sha256RE().MatchString(want) {
 		return fmt.Errorf("the recorded sha256 %q of %s is not 64 hex digits; reinstall with marina plugin install", spec.SHA256, spec.Path)
 	}
 	f, err := os.Open(spec.Path)
@@ -501,7 +503,7 @@ func (i *Instance) fail(e *Error) *Error {
 	return i.failed
 }
 
-var panicRE = regexp.MustCompile(`(?s)panicked in [A-Za-z]+: (.*)`)
+var panicRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)panicked in [A-Za-z]+: (.*)`) })
 
 // callError classifies a failed RPC: timeout, cancellation, panic, crash,
 // broken connection, or an error the plugin returned. ctx is the caller's
@@ -526,7 +528,7 @@ func (i *Instance) callError(ctx, cctx context.Context, op string, timeout time.
 		return i.newError(op, KindStop, "was stopped (Close) while the call was running", err)
 	case st.Code() == codes.Internal && strings.Contains(st.Message(), " panicked in "):
 		value, stack := st.Message(), ""
-		if m := panicRE.FindStringSubmatch(st.Message()); m != nil {
+		if m := panicRE().FindStringSubmatch(st.Message()); m != nil {
 			value = m[1]
 		}
 		if v, s, ok := strings.Cut(value, "\n"); ok {

@@ -35,7 +35,7 @@ func DefaultRunDir() string {
 
 // ownerRE matches the name of a marina process's socket base directory:
 // its pid and, where the OS tells, its start time.
-var ownerRE = regexp.MustCompile(`^([0-9]+)(?:-([0-9]+))?$`)
+var ownerRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+)(?:-([0-9]+))?$`) })
 
 var socketBases = struct {
 	sync.Mutex
@@ -158,7 +158,7 @@ func sweepSocketBases(plugins string) {
 		return
 	}
 	for _, e := range entries {
-		m := ownerRE.FindStringSubmatch(e.Name())
+		m := ownerRE().FindStringSubmatch(e.Name())
 		if m == nil || !e.IsDir() {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bcollard/marina/core/atomicfile"
@@ -64,14 +65,14 @@ type validateEntry struct {
 	Diagnostics  []sdk.Diagnostic `json:"diagnostics"`
 }
 
-var cacheNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+var cacheNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`) })
 
 // validateKey returns the entry a lookup must find for p (Diagnostics
 // empty) and its file name, or ok false when p cannot be cached (no
 // recorded digest, a name unfit for a directory).
 func validateKey(p Plugin, hostVersion string) (key validateEntry, file string, ok bool) {
 	sum := strings.ToLower(strings.TrimSpace(p.Spec.SHA256))
-	if !sha256RE.MatchString(sum) || !cacheNameRE.MatchString(p.Spec.Name) {
+	if !sha256RE().MatchString(sum) || !cacheNameRE().MatchString(p.Spec.Name) {
 		return validateEntry{}, "", false
 	}
 	cfg := sha256.Sum256(p.Config)

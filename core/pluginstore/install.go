@@ -228,7 +228,7 @@ func checkDescription(d *sdk.Description, m *SourceManifest, c *semver.Constrain
 	if d == nil {
 		return newError(ErrNotPlugin, fmt.Sprintf("the plugin binary from %s returned no description", source))
 	}
-	if !nameRE.MatchString(d.Name) {
+	if !nameRE().MatchString(d.Name) {
 		return newError(ErrInvalid, fmt.Sprintf("the plugin binary from %s calls itself %q, which is not a valid plugin name (lower-case letters, digits and '-')", source, d.Name))
 	}
 	v, err := semver.StrictNewVersion(d.Version)
@@ -279,7 +279,7 @@ func checkProtocol(what, protocol string) error {
 }
 
 func parseProtocol(p string) (major, minor int, ok bool) {
-	if !protocolRE.MatchString(p) {
+	if !protocolRE().MatchString(p) {
 		return 0, 0, false
 	}
 	a, b, _ := strings.Cut(p, ".")

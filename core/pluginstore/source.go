@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/Masterminds/semver/v3"
 )
@@ -44,7 +45,7 @@ type SourceManifest struct {
 	Binaries map[string]string `json:"binaries,omitempty"`
 }
 
-var protocolRE = regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}$`)
+var protocolRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}$`) })
 
 // parseSourceManifest decodes and checks a marina-plugin.json (strictly:
 // unknown fields are errors, so a typo is not silently ignored).
@@ -56,13 +57,13 @@ func parseSourceManifest(data []byte, where string) (*SourceManifest, error) {
 		return nil, newError(ErrInvalid, fmt.Sprintf("%s is invalid: %v; fields are name, version, protocol, platforms, binary, binaries", where, err))
 	}
 	var problems []string
-	if !nameRE.MatchString(m.Name) {
+	if !nameRE().MatchString(m.Name) {
 		problems = append(problems, fmt.Sprintf("name %q must be lower-case letters, digits and '-', starting with a letter", m.Name))
 	}
 	if _, err := semver.StrictNewVersion(m.Version); err != nil {
 		problems = append(problems, fmt.Sprintf("version %q must be a semantic version such as 1.2.3 (no leading v)", m.Version))
 	}
-	if m.Protocol != "" && !protocolRE.MatchString(m.Protocol) {
+	if m.Protocol != "" && !protocolRE().MatchString(m.Protocol) {
 		problems = append(problems, fmt.Sprintf("protocol %q must be MAJOR.MINOR, e.g. 1.0", m.Protocol))
 	}
 	for _, p := range m.Platforms {

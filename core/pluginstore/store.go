@@ -47,7 +47,7 @@ const (
 )
 
 // nameRE is the plugin name rule (the same as the SDK's).
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`) })
 
 // DefaultRoot is the default store root, ~/.marina/plugins.
 func DefaultRoot() (string, error) {
@@ -222,7 +222,7 @@ func (s *Store) List() ([]Installed, error) {
 	var out []Installed
 	var problems []error
 	for _, n := range names {
-		if !n.IsDir() || !nameRE.MatchString(n.Name()) {
+		if !n.IsDir() || !nameRE().MatchString(n.Name()) {
 			continue
 		}
 		insts, errs := s.listPlugin(n.Name())
@@ -325,7 +325,7 @@ func (s *Store) ResolveAfterRemove(name, constraint, version string) (*Installed
 
 // resolve is Resolve, ignoring the installed versions removed reports.
 func (s *Store) resolve(name, constraint string, removed func(version string) bool) (*Installed, error) {
-	if !nameRE.MatchString(name) {
+	if !nameRE().MatchString(name) {
 		return nil, newError(ErrInvalid, fmt.Sprintf("plugin name %q is invalid: lower-case letters, digits and '-', starting with a letter", name))
 	}
 	cstr := constraint
@@ -398,7 +398,7 @@ func (s *Store) resolve(name, constraint string, removed func(version string) bo
 // removed version. Each version directory is renamed out of the tree before
 // it is deleted, so no reader sees it half-removed.
 func (s *Store) Remove(name, version string) error {
-	if !nameRE.MatchString(name) {
+	if !nameRE().MatchString(name) {
 		return newError(ErrInvalid, fmt.Sprintf("plugin name %q is invalid", name))
 	}
 	insts, _ := s.listPlugin(name)

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"unicode"
 	"unicode/utf8"
@@ -43,11 +44,11 @@ type Options struct {
 	SDKPath string
 }
 
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`) })
 
 // Write creates the project and returns the files written (relative to Dir).
 func Write(o Options) ([]string, error) {
-	if !nameRE.MatchString(o.Name) {
+	if !nameRE().MatchString(o.Name) {
 		return nil, fmt.Errorf("plugin name %q: use lower-case letters, digits and '-', starting with a letter (e.g. acme-metrics)", o.Name)
 	}
 	if o.Module == "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/bcollard/marina/sdk"
@@ -52,7 +53,7 @@ const (
 )
 
 // containerName is what Docker accepts as a container name.
-var containerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+var containerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`) })
 
 // LabelComponent marks the plugin's containers: "localdns-etcd" or "localdns-server".
 const LabelComponent = "marina.dev/component"
@@ -67,7 +68,7 @@ func (c *Config) Validate() []sdk.Diagnostic {
 		{"etcdContainer", c.EtcdContainer},
 		{"serverContainer", c.ServerContainer},
 	} {
-		if !containerName.MatchString(f.name) {
+		if !containerName().MatchString(f.name) {
 			ds = append(ds, sdk.Errorf(f.path, "%q is not a Docker container name: use letters, digits, '_', '.' and '-', starting with a letter or digit (at most 128)", f.name))
 		}
 	}

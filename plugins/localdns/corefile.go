@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Fixed parts of the CoreDNS server the plugin runs.
@@ -49,7 +50,7 @@ type directive struct {
 // safeToken is what the renderer writes as a bare word: no white space,
 // quotes, braces, '#' (comments), '\' or '$' (environment placeholders), so a
 // token can never change the file's structure.
-var safeToken = regexp.MustCompile(`^[A-Za-z0-9._:/\-\[\]@=+,*]+$`)
+var safeToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._:/\-\[\]@=+,*]+$`) })
 
 // render writes c in CoreDNS's syntax, refusing any token that is not a
 // plain word.
@@ -102,7 +103,7 @@ func writeDirectives(b *bytes.Buffer, ds []directive, depth int) error {
 
 func writeWords(b *bytes.Buffer, words []string) error {
 	for i, w := range words {
-		if !safeToken.MatchString(w) {
+		if !safeToken().MatchString(w) {
 			return fmt.Errorf("corefile: %q is not a plain word (letters, digits and . _ : / - [ ] @ = + , *)", w)
 		}
 		if i > 0 {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -28,7 +29,7 @@ const (
 // host name on the kind network. A name with a dot or a colon could shadow a
 // real registry host (a container named quay.io makes Docker's DNS answer
 // quay.io with the mirror itself, so the mirror proxies to itself).
-var mirrorName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var mirrorName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
 
 // mirror is a configured mirror, checked, with its parsed upstream.
 type mirror struct {
@@ -48,7 +49,7 @@ func checkMirrors(ms []sdk.Mirror) ([]mirror, error) {
 	names, ports, hosts := map[string]int{}, map[int]int{}, map[string]int{}
 	for i, m := range ms {
 		field := fmt.Sprintf("registries.mirrors[%d]", i)
-		if !mirrorName.MatchString(m.Name) {
+		if !mirrorName().MatchString(m.Name) {
 			errs = append(errs, fmt.Errorf("%s.name %q must be a lower-case DNS label (letters, digits, '-'; no '.' or ':', which would shadow a real registry host on the kind network), e.g. %q", field, m.Name, suggestName(m.Name)))
 		} else if j, dup := names[m.Name]; dup {
 			errs = append(errs, fmt.Errorf("%s.name %q is also the name of registries.mirrors[%d]; mirror names must be unique", field, m.Name, j))

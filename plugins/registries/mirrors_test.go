@@ -117,7 +117,7 @@ func TestSuggestName(t *testing.T) {
 		if got != want {
 			t.Errorf("suggestName(%q) = %q, want %q", in, got, want)
 		}
-		if !mirrorName.MatchString(got) {
+		if !mirrorName().MatchString(got) {
 			t.Errorf("suggestName(%q) = %q is not itself a valid name", in, got)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 	"text/template"
 )
 
@@ -71,14 +72,16 @@ func DefaultProvision() Provision {
 }
 
 var (
-	sysctlKeyRe  = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_-]+)+$`)
-	sysctlValRe  = regexp.MustCompile(`^[0-9]+( [0-9]+)*$`)
-	debPackageRe = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
-	userRe       = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	binNameRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
-	httpsURLRe   = regexp.MustCompile(`^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%+-]+)+$`)
-	sha256Re     = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	archRe       = regexp.MustCompile(`^(amd64|arm64)$`)
+	sysctlKeyRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_-]+)+$`) })
+	sysctlValRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+( [0-9]+)*$`) })
+	debPackageRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`) })
+	userRe       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`) })
+	binNameRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`) })
+	httpsURLRe   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%+-]+)+$`)
+	})
+	sha256Re = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
+	archRe   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(amd64|arm64)$`) })
 )
 
 // Validate checks every value that ends up in the script. Values are also
@@ -89,10 +92,10 @@ func (p Provision) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	seen := map[string]bool{}
 	for i, s := range p.Sysctls {
-		if !sysctlKeyRe.MatchString(s.Key) {
+		if !sysctlKeyRe().MatchString(s.Key) {
 			bad("provision: sysctls[%d].key %q is not a sysctl name like net.ipv4.ip_forward", i, s.Key)
 		}
-		if !sysctlValRe.MatchString(s.Value) {
+		if !sysctlValRe().MatchString(s.Value) {
 			bad("provision: sysctls[%d] %s: value %q is not numeric", i, s.Key, s.Value)
 		}
 		if seen[s.Key] {
@@ -101,19 +104,19 @@ func (p Provision) Validate() error {
 		seen[s.Key] = true
 	}
 	for i, pkg := range p.Packages {
-		if !debPackageRe.MatchString(pkg) {
+		if !debPackageRe().MatchString(pkg) {
 			bad("provision: packages[%d] %q is not a Debian package name", i, pkg)
 		}
 	}
-	if !debPackageRe.MatchString(p.DockerPackage) {
+	if !debPackageRe().MatchString(p.DockerPackage) {
 		bad("provision: docker package %q is not a Debian package name", p.DockerPackage)
 	}
-	if !userRe.MatchString(p.SocketUser) {
+	if !userRe().MatchString(p.SocketUser) {
 		bad("provision: socket user %q is not a user name", p.SocketUser)
 	}
 	names := map[string]bool{}
 	for _, b := range p.Binaries {
-		if !binNameRe.MatchString(b.Name) {
+		if !binNameRe().MatchString(b.Name) {
 			bad("provision: binary name %q is not a plain file name", b.Name)
 		}
 		if names[b.Name] {
@@ -125,13 +128,13 @@ func (p Provision) Validate() error {
 		}
 		for _, arch := range sortedKeys(b.Files) {
 			f := b.Files[arch]
-			if !archRe.MatchString(arch) {
+			if !archRe().MatchString(arch) {
 				bad("provision: binary %s: architecture %q is not amd64 or arm64", b.Name, arch)
 			}
-			if !httpsURLRe.MatchString(f.URL) {
+			if !httpsURLRe().MatchString(f.URL) {
 				bad("provision: binary %s %s: %q is not a plain https URL", b.Name, arch, f.URL)
 			}
-			if !sha256Re.MatchString(f.SHA256) {
+			if !sha256Re().MatchString(f.SHA256) {
 				bad("provision: binary %s %s: sha256 %q is not 64 lower-case hex digits; fill it in core/vm/lima/pins.go from the checksum published next to %s",
 					b.Name, arch, f.SHA256, f.URL)
 			}
@@ -151,10 +154,12 @@ var provisionTemplate string
 //go:embed probe.sh
 var probeScript string
 
-var scriptTmpl = template.Must(template.New("provision").
-	Option("missingkey=error").
-	Funcs(template.FuncMap{"q": Quote}).
-	Parse(provisionTemplate))
+var scriptTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("provision").
+		Option("missingkey=error").
+		Funcs(template.FuncMap{"q": Quote}).
+		Parse(provisionTemplate))
+})
 
 // Script renders the provisioning script (bash). It validates p first.
 func (p Provision) Script() (string, error) {
@@ -180,7 +185,7 @@ func (p Provision) Script() (string, error) {
 		arches = append(arches, arch{Name: a, Binaries: byArch[a]})
 	}
 	var b bytes.Buffer
-	err := scriptTmpl.Execute(&b, struct {
+	err := scriptTmpl().Execute(&b, struct {
 		Provision
 		Arches []arch
 	}{p, arches})
