@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bcollard/marina/sdk/peercred"
 	pb "github.com/bcollard/marina/sdk/proto/marina/plugin/v1"
 )
 
@@ -118,7 +119,11 @@ func Serve(p Plugin) {
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolMajor: {PluginName: &GRPCPlugin{Impl: srv}}},
-		GRPCServer:       goplugin.DefaultGRPCServer,
+		// Peer credentials (sdk/peercred): only the marina that started
+		// the plugin may connect; TLS only if that marina asked for it.
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, peercred.ServerOptions()...)...)
+		},
 	})
 	// The server stopped (marina's shutdown request): nothing the plugin
 	// started may outlive it.

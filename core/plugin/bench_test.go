@@ -149,18 +149,19 @@ func (bareHelloPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *
 	return grpc_health_v1.NewHealthClient(c), nil
 }
 
-// bareHello is the baseline: a bare go-plugin client with the same
-// transport choices as marina (gRPC, AutoMTLS) and go-plugin's defaults
+// bareHello is a baseline: a bare go-plugin client, gRPC, with AutoMTLS
+// (what marina used before peer credentials) or insecure (no transport
+// security at all: issue 14's goal 3 baseline), and go-plugin's defaults
 // otherwise (a null logger instead of the default Trace logger on stderr,
 // as marina's is discarded here): launch, dispense, one health-check RPC,
 // Kill (go-plugin's graceful shutdown request, then kill if needed).
-func bareHello(ctx context.Context, bin string) error {
+func bareHello(ctx context.Context, bin string, autoMTLS bool) error {
 	c := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  bareHandshake,
 		Plugins:          goplugin.PluginSet{"hello": bareHelloPlugin{}},
 		Cmd:              exec.Command(bin),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         true,
+		AutoMTLS:         autoMTLS,
 		Logger:           hclog.NewNullLogger(),
 	})
 	defer c.Kill()
@@ -192,7 +193,7 @@ func bareFiveConcurrent(ctx context.Context, bin string) error {
 	errs := make([]error, len(fiveNames))
 	var wg sync.WaitGroup
 	for i := range fiveNames {
-		wg.Go(func() { errs[i] = bareHello(ctx, bin) })
+		wg.Go(func() { errs[i] = bareHello(ctx, bin, true) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -211,7 +212,8 @@ func benchScenarios(b *testing.B) []benchScenario {
 		{"marina-one", 1, func(ctx context.Context) error { return marinaOne(ctx, "bench-one") }},
 		{"marina-five-sequential", len(fiveNames), marinaFiveSequential},
 		{"marina-five-concurrent", len(fiveNames), marinaFiveConcurrent},
-		{"bare-goplugin-hello", 1, func(ctx context.Context) error { return bareHello(ctx, bare) }},
+		{"bare-goplugin-hello", 1, func(ctx context.Context) error { return bareHello(ctx, bare, true) }},
+		{"bare-goplugin-insecure", 1, func(ctx context.Context) error { return bareHello(ctx, bare, false) }},
 		{"bare-goplugin-five-concurrent", len(fiveNames), func(ctx context.Context) error { return bareFiveConcurrent(ctx, bare) }},
 	}
 }
@@ -245,8 +247,12 @@ const (
 // reports the median wall time of each and the issue's ratios, all from
 // the same run:
 //
-//   - ratio-vs-bare: one plugin through marina / the bare go-plugin
-//     hello-world (goal ≤ 1.5);
+//   - ratio-vs-insecure: one plugin through marina (authenticated by peer
+//     credentials) / the bare go-plugin hello-world with no transport
+//     security at all (issue 14's goal: ≤ 1.5, secure at near-insecure
+//     cost);
+//   - ratio-vs-bare: the same against bare go-plugin with AutoMTLS (the
+//     earlier goal, ≤ 1.5);
 //   - five-concurrent-vs-one: five plugins through a Dispatcher / one
 //     plugin (goal ≤ 2);
 //   - five-sequential-vs-one: for scale (≈ 5 when nothing is shared);
@@ -297,6 +303,9 @@ func BenchmarkPluginOverheadRatios(b *testing.B) {
 	}
 	one, seq, conc := ms["marina-one"], ms["marina-five-sequential"], ms["marina-five-concurrent"]
 	bare, bareConc := ms["bare-goplugin-hello"], ms["bare-goplugin-five-concurrent"]
+	insecure := ms["bare-goplugin-insecure"]
+	b.ReportMetric(insecure, "bare-insecure-ms")
+	b.ReportMetric(one/insecure, "ratio-vs-insecure")
 	b.ReportMetric(bare, "bare-ms")
 	b.ReportMetric(one, "one-ms")
 	b.ReportMetric(conc, "five-conc-ms")
@@ -310,6 +319,9 @@ func BenchmarkPluginOverheadRatios(b *testing.B) {
 		len(wall[0]), bare, cpuMS["bare-goplugin-hello"], one, cpuMS["marina-one"], seq, cpuMS["marina-five-sequential"],
 		conc, cpuMS["marina-five-concurrent"], bareConc, cpuMS["bare-goplugin-five-concurrent"])
 	b.Logf("marina vs bare go-plugin, one plugin: %.2fx (goal ≤ 1.5x: %s)", one/bare, verdict(one/bare <= 1.5))
+	b.Logf("marina (peer credentials) vs insecure bare go-plugin (%.1f ms): %.2fx (goal ≤ 1.5x: %s)", insecure, one/insecure, verdict(one/insecure <= 1.5))
+	benchFigure(b, "plugin launch+describe+hook+stop, authenticated", fmt.Sprintf("%.1f ms (%.2fx)", one, one/insecure), "<= 1.5x", fmt.Sprintf("bare go-plugin, no TLS: %.1f ms", insecure), one/insecure <= 1.5)
+	benchFigure(b, "five plugins at once vs one", fmt.Sprintf("%.1f ms (%.2fx)", conc, conc/one), "<= 2x", fmt.Sprintf("one: %.1f ms", one), conc/one <= 2)
 	b.Logf("five concurrent vs one: %.2fx (goal ≤ 2x: %s); bare go-plugin: %.2fx; five sequential vs one: %.2fx",
 		conc/one, verdict(conc/one <= 2), bareConc/bare, seq/one)
 	b.Logf("CPU floor of five concurrent on %d CPUs: %.1f ms = %.2fx one", cpus, cpuMS["marina-five-concurrent"]/float64(cpus),
@@ -374,4 +386,15 @@ func TestMedian(t *testing.T) {
 			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
 		}
 	}
+}
+
+// benchFigure logs a figure line for test/bench/summary.sh (the format of
+// cmd/marina's logFigure; ASCII): what, value, goal, baseline, verdict.
+func benchFigure(b *testing.B, what, value, goal, baseline string, met bool) {
+	b.Helper()
+	v := "met"
+	if !met {
+		v = "NOT met"
+	}
+	b.Logf("figure\t%s\t%s\t%s\t%s\t%s", what, value, goal, baseline, v)
 }

@@ -5,8 +5,9 @@
 //
 // # Launching
 //
-// Start runs one plugin with hashicorp/go-plugin: gRPC only, AutoMTLS,
-// protocol negotiation through sdk.HostPluginSets (VersionedPlugins), a
+// Start runs one plugin with hashicorp/go-plugin: gRPC only, peer
+// credentials (sdk/peercred; AutoMTLS where the kernel cannot name a Unix
+// socket's peer), protocol negotiation through sdk.HostPluginSets (VersionedPlugins), a
 // fresh go-plugin Client per start (a failed client is never reused), and
 // an explicit logger (never go-plugin's default Trace logger). Before exec
 // the executable's sha256 is checked when the Spec records one. After the

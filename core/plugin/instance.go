@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/peercred"
 )
 
 // Spec says how to launch one plugin. The plugin store produces it.
@@ -164,13 +165,18 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 		VersionedPlugins: sdk.HostPluginSets(),
 		RunnerFunc:       i.newRunner,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		Managed:          false,
-		StartTimeout:     opts.StartTimeout,
-		Stderr:           stderr,
-		SyncStdout:       i.stdio[0],
-		SyncStderr:       i.stdio[1],
-		Logger:           &hclogAdapter{logger: opts.Logger.With("plugin", spec.Name), relayAs: filepath.Base(spec.Path)},
+		// Peer credentials (sdk/peercred) where the kernel reports a Unix
+		// socket's peer: the plugin accepts only this marina, marina only
+		// the process it started; AutoMTLS elsewhere. docs/design.md,
+		// "Plugin transport".
+		AutoMTLS:        !peercred.Supported(),
+		GRPCDialOptions: peercred.DialOptions(i.pluginPID),
+		Managed:         false,
+		StartTimeout:    opts.StartTimeout,
+		Stderr:          stderr,
+		SyncStdout:      i.stdio[0],
+		SyncStderr:      i.stdio[1],
+		Logger:          &hclogAdapter{logger: opts.Logger.With("plugin", spec.Name), relayAs: filepath.Base(spec.Path)},
 	})
 
 	if err := i.handshake(ctx); err != nil {
@@ -218,6 +224,22 @@ func (i *Instance) newRunner(_ hclog.Logger, cmd *exec.Cmd, socketDir string) (r
 	}
 	i.runner = newProcRunner(i.spec.Path, i.spec.Args, cmd.Env, socketDir)
 	return i.runner, nil
+}
+
+// pluginPID is the pid of the plugin's process: the only peer marina's
+// connection accepts. Before the process started it is -1, which no peer
+// has (0 would mean any process of the user).
+func (i *Instance) pluginPID() int {
+	r := i.getRunner()
+	if r == nil {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pid <= 0 {
+		return -1
+	}
+	return r.pid
 }
 
 func (i *Instance) getRunner() *procRunner {

@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 		hostMain()
 		return
 	}
+	if sock := os.Getenv("MARINA_PLUGIN_TEST_DIAL"); sock != "" {
+		intruderMain(sock)
+		return
+	}
 	dir, err := os.MkdirTemp("", "marina-plugin-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

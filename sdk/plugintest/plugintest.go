@@ -6,7 +6,7 @@
 // host client over go-plugin's test connection (goplugin.TestPluginGRPCConn,
 // a private local socket): the same protocol and conversions as production. Build and Start run the plugin's
 // main package as a real child process through go-plugin (handshake,
-// AutoMTLS, gRPC), exactly as marina does:
+// peer credentials or AutoMTLS, gRPC), exactly as marina does:
 //
 //	func TestPostCluster(t *testing.T) {
 //		h := plugintest.New(t, acme.Plugin{})

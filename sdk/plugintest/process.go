@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/peercred"
 )
 
 // Limits of the out-of-process harness.
@@ -62,7 +63,8 @@ func build(dir, pkg string) (string, error) {
 }
 
 // Start runs binary as a plugin child process exactly as marina does
-// (go-plugin with sdk.Handshake, sdk.HostPluginSets, gRPC only, AutoMTLS,
+// (go-plugin with sdk.Handshake, sdk.HostPluginSets, gRPC only, peer
+// credentials (AutoMTLS where unsupported),
 // its own process group), and asks it to Describe itself. The plugin's log
 // lines go to t.Log and are kept for Stderr. On t's cleanup the plugin is
 // stopped (asked to shut down, which makes sdk.Serve kill every process the
@@ -96,9 +98,16 @@ func start(t testing.TB, binary string) (*Harness, error) {
 			return proc, nil
 		},
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		StartTimeout:     startTimeout,
-		Stderr:           stderr,
+		// As marina does: peer credentials, AutoMTLS where unsupported.
+		AutoMTLS: !peercred.Supported(),
+		GRPCDialOptions: peercred.DialOptions(func() int {
+			if proc == nil || proc.pid() <= 0 {
+				return -1 // no peer has it (0 would accept any)
+			}
+			return proc.pid()
+		}),
+		StartTimeout: startTimeout,
+		Stderr:       stderr,
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name:   "plugintest",
 			Level:  hclog.Debug,

@@ -1,0 +1,7 @@
+//go:build !linux && !darwin
+
+package peercred
+
+const supported = false
+
+func peerOf(int) (Peer, error) { return Peer{}, ErrUnsupported }
