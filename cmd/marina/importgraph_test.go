@@ -68,7 +68,8 @@ var forbidden = []forbiddenImport{
 	// ~119 ms of init per command was gopacket/layers, via usernet) live in
 	// marina-lima, marina's Lima engine (core/vm/lima/limaengine); marina
 	// itself keeps only Lima's types and its status reading. client-go's
-	// scheme is still reachable (pending).
+	// scheme is out too: marina talks to clusters through the dynamic
+	// client (sdk/kube's NewTyped and discovery REST mapper).
 	{pkg: "github.com/google/gopacket/...", reason: "~92 ms of package init (gopacket/layers) on every marina command; via Lima's usernet (gvisor-tap-vsock)"},
 	{pkg: "github.com/containers/gvisor-tap-vsock/...", reason: "Lima's user-mode network (usernet): a VM-side concern: marina-lima only; pulls gvisor and gopacket"},
 	{pkg: "gvisor.dev/gvisor/...", reason: "gVisor's network stack, via gvisor-tap-vsock"},
@@ -77,7 +78,9 @@ var forbidden = []forbiddenImport{
 	{pkg: "github.com/lima-vm/lima/v2/pkg/driver/qemu", reason: "Lima's qemu driver: marina-lima only"},
 	{pkg: "github.com/lima-vm/lima/v2/pkg/driver/vz", reason: "Lima's vz driver (macOS, cgo): marina-lima only"},
 	{pkg: "github.com/lima-vm/lima/v2/pkg/hostagent", reason: "Lima's host agent (runs the VM): marina-lima only"},
-	{pkg: "k8s.io/client-go/kubernetes/scheme", pending: true, reason: "~27 ms of package init (every API group's types registered) on every marina command"},
+	{pkg: "k8s.io/client-go/kubernetes/scheme", reason: "~27 ms of package init (every API group's types registered) on every marina command; use the dynamic client with kube.NewTyped (sdk/kube)"},
+	{pkg: "k8s.io/client-go/kubernetes", reason: "client-go's typed clientset: it imports kubernetes/scheme; use the dynamic client with kube.NewTyped (sdk/kube)"},
+	{pkg: "k8s.io/client-go/discovery", reason: "imports kubernetes/scheme (also via restmapper and applyconfigurations/*); sdk/kube has its own discovery REST mapper"},
 }
 
 // importPlatforms are the builds checked: Linux as released (no cgo) and

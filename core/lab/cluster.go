@@ -23,7 +23,7 @@ import (
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -34,6 +34,7 @@ import (
 	"github.com/bcollard/marina/core/lock"
 	"github.com/bcollard/marina/core/slot"
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/kube"
 )
 
 // MarkerConfigMap is the ConfigMap (in kube-system) marina writes into a
@@ -388,21 +389,26 @@ func (l *Lab) exportKubeconfig(ctx context.Context, c *Clusters, run *clusterRun
 	return labelNodes(ctx, out, run.spec.Name, admin)
 }
 
-func clientsetFor(kubecfg []byte) (kubernetes.Interface, error) {
+// clientFor connects to a cluster through its admin kubeconfig. It is the
+// dynamic client, read and written as k8s.io/api's types through
+// kube.NewTyped: client-go's typed clientset is not linked into marina (its
+// scheme's init costs every command ~27 ms; see docs/design.md).
+func clientFor(kubecfg []byte) (dynamic.Interface, error) {
 	rc, err := clientcmd.RESTConfigFromKubeConfig(kubecfg)
 	if err != nil {
 		return nil, err
 	}
 	rc.Timeout = 30 * time.Second
-	return kubernetes.NewForConfig(rc)
+	return dynamic.NewForConfig(rc)
 }
 
 // markComplete writes the completion marker into the cluster.
 func markComplete(ctx context.Context, run *clusterRun) error {
-	cs, err := clientsetFor(run.kubecfg)
+	dyn, err := clientFor(run.kubecfg)
 	if err != nil {
 		return err
 	}
+	cms := kube.NewTyped[corev1.ConfigMap](dyn, kube.ConfigMaps, "kube-system")
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: MarkerConfigMap, Namespace: "kube-system",
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "marina"}},
@@ -411,9 +417,9 @@ func markComplete(ctx context.Context, run *clusterRun) error {
 			"fleet": run.spec.Fleet,
 		},
 	}
-	_, err = cs.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{})
+	_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		_, err = cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{})
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 	}
 	return err
 }
@@ -599,7 +605,7 @@ func readCluster(ctx context.Context, ci *ClusterInfo, now time.Time) {
 		ci.Problem = "no kubeconfig: " + err.Error() + " (marina kubeconfig refresh " + ci.Name + " exports it again)"
 		return
 	}
-	cs, err := clientsetFor(b)
+	dyn, err := clientFor(b)
 	if err != nil {
 		ci.Problem = err.Error()
 		return
@@ -613,16 +619,16 @@ func readCluster(ctx context.Context, ci *ClusterInfo, now time.Time) {
 	got := make(chan struct{})
 	go func() {
 		defer close(got)
-		cm, cmErr = cs.CoreV1().ConfigMaps("kube-system").Get(rctx, MarkerConfigMap, metav1.GetOptions{})
+		cm, cmErr = kube.NewTyped[corev1.ConfigMap](dyn, kube.ConfigMaps, "kube-system").Get(rctx, MarkerConfigMap, metav1.GetOptions{})
 	}()
-	nodes, err := cs.CoreV1().Nodes().List(rctx, metav1.ListOptions{})
+	nodes, err := kube.NewTyped[corev1.Node](dyn, kube.Nodes, "").List(rctx, metav1.ListOptions{})
 	<-got
 	if err != nil {
 		ci.Problem = "API not answering: " + err.Error()
 		return
 	}
-	ci.Nodes = len(nodes.Items)
-	for _, n := range nodes.Items {
+	ci.Nodes = len(nodes)
+	for _, n := range nodes {
 		ci.Version = n.Status.NodeInfo.KubeletVersion
 		if f := n.Labels[LabelFleet]; f != "" {
 			ci.Fleet = f
@@ -634,7 +640,7 @@ func readCluster(ctx context.Context, ci *ClusterInfo, now time.Time) {
 		}
 	}
 	var created time.Time
-	if cp := controlPlane(nodes.Items); cp != nil {
+	if cp := controlPlane(nodes); cp != nil {
 		ci.Labels = cp.Labels
 		if v := cp.Status.NodeInfo.KubeletVersion; v != "" {
 			ci.Version = v
@@ -916,11 +922,12 @@ func (l *Lab) LabelNodes(ctx context.Context, c *Clusters, name string, labels m
 // labelNodes patches labels onto every node of cluster name, through the
 // admin kubeconfig kubecfg. A key whose value is "-" is removed.
 func labelNodes(ctx context.Context, kubecfg []byte, name string, labels map[string]string) error {
-	cs, err := clientsetFor(kubecfg)
+	dyn, err := clientFor(kubecfg)
 	if err != nil {
 		return err
 	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodeClient := kube.NewTyped[corev1.Node](dyn, kube.Nodes, "")
+	nodes, err := nodeClient.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list nodes of %s: %w", name, err)
 	}
@@ -933,8 +940,8 @@ func labelNodes(ctx context.Context, kubecfg []byte, name string, labels map[str
 		}
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": set}})
-	for _, n := range nodes.Items {
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	for _, n := range nodes {
+		if _, err := nodeClient.Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("label node %s: %w", n.Name, err)
 		}
 	}

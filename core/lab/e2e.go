@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/lifecycle"
@@ -49,7 +48,11 @@ const (
 )
 
 // defaultE2EArgs are the default image's arguments.
-var defaultE2EArgs = []string{"netexec", "--http-port=" + strconv.Itoa(DefaultE2EPort)}
+var defaultE2EArgs = []string{"netexec", "--http-port=" + defaultE2EPortString}
+
+// defaultE2EPortString is DefaultE2EPort, spelled (a constant: nothing is
+// computed at init).
+const defaultE2EPortString = "8080"
 
 // E2EOptions tune ClusterE2E. The zero value runs the default workload.
 type E2EOptions struct {
@@ -133,7 +136,7 @@ type e2eRun struct {
 	opts     E2EOptions
 	res      *E2EResult
 	kubePath string
-	cs       kubernetes.Interface
+	dyn      dynamic.Interface
 	pools    []slot.Range
 	vip      netip.Addr
 	deadline time.Time
@@ -292,11 +295,11 @@ func (r *e2eRun) find(ctx context.Context, rep lifecycle.Reporter, _ []lifecycle
 	if err != nil {
 		return fmt.Errorf("cluster %s has no readable kubeconfig: %w (marina writes it at cluster create; re-create the cluster, or write it with kind get kubeconfig --name %s)", name, err, name)
 	}
-	cs, err := clientsetFor(b)
+	dyn, err := clientFor(b)
 	if err != nil {
 		return fmt.Errorf("kubeconfig %s: %w", r.kubePath, err)
 	}
-	r.cs = cs
+	r.dyn = dyn
 	rep.Progress(fmt.Sprintf("slot %d, MetalLB pool %s", n, strings.Join(r.res.Pool, ", ")))
 	return nil
 }
@@ -311,7 +314,7 @@ func (r *e2eRun) createNamespace(ctx context.Context, _ lifecycle.Reporter, _ []
 	r.deadline = time.Now().Add(r.opts.Timeout)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.res.Namespace, Labels: r.labels()}}
 	r.nsSent = true
-	if _, err := r.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.NewTyped[corev1.Namespace](r.dyn, kube.Namespaces, "").Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// Random names do not collide; do not adopt (and later delete)
 			// what another run made.
@@ -326,10 +329,10 @@ func (r *e2eRun) createNamespace(ctx context.Context, _ lifecycle.Reporter, _ []
 func (r *e2eRun) deploy(ctx context.Context, _ lifecycle.Reporter, _ []lifecycle.Change) error {
 	ns := r.res.Namespace
 	d, svc := e2eObjects(ns, r.opts, r.labels())
-	if _, err := r.cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.NewTyped[appsv1.Deployment](r.dyn, kube.Deployments, ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating deployment %s/%s: %w", ns, d.Name, err)
 	}
-	if _, err := r.cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.NewTyped[corev1.Service](r.dyn, kube.Services, ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating service %s/%s: %w", ns, svc.Name, err)
 	}
 	return nil
@@ -397,7 +400,7 @@ func (r *e2eRun) waitAvailable(ctx context.Context, rep lifecycle.Reporter, _ []
 	wctx, cancel := r.waitCtx(ctx)
 	defer cancel()
 	ns := r.res.Namespace
-	check := kube.DeploymentAvailable(r.cs, ns, E2EService)
+	check := kube.DeploymentAvailable(r.dyn, ns, E2EService)
 	var last error
 	err := kube.WaitFor(wctx, "deployment "+ns+"/"+E2EService+" to be available", e2eAPIInterval, func(ctx context.Context) (bool, error) {
 		done, err := check(ctx)
@@ -411,7 +414,7 @@ func (r *e2eRun) waitAvailable(ctx context.Context, rep lifecycle.Reporter, _ []
 	}
 	qctx, qcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer qcancel()
-	pods := podProblems(qctx, r.cs, ns)
+	pods := podProblems(qctx, r.dyn, ns)
 	msg := fmt.Sprintf("deployment %s/%s not available within --timeout %v", ns, E2EService, r.opts.Timeout)
 	if last != nil {
 		msg += ": " + last.Error()
@@ -436,13 +439,13 @@ func (r *e2eRun) waitAvailable(ctx context.Context, rep lifecycle.Reporter, _ []
 }
 
 // podProblems describes why the e2e pods are not ready, one entry a pod.
-func podProblems(ctx context.Context, cs kubernetes.Interface, ns string) []string {
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + E2EService})
+func podProblems(ctx context.Context, dyn dynamic.Interface, ns string) []string {
+	pods, err := kube.NewTyped[corev1.Pod](dyn, kube.Pods, ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + E2EService})
 	if err != nil {
 		return []string{"listing pods: " + err.Error()}
 	}
 	var out []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		var why []string
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
@@ -474,7 +477,7 @@ func (r *e2eRun) waitVIP(ctx context.Context, rep lifecycle.Reporter, _ []lifecy
 	ns := r.res.Namespace
 	var last error
 	err := kube.WaitFor(wctx, "service "+ns+"/"+E2EService+" to get a LoadBalancer IP", e2eAPIInterval, func(ctx context.Context) (bool, error) {
-		svc, err := r.cs.CoreV1().Services(ns).Get(ctx, E2EService, metav1.GetOptions{})
+		svc, err := kube.NewTyped[corev1.Service](r.dyn, kube.Services, ns).Get(ctx, E2EService, metav1.GetOptions{})
 		if err != nil {
 			last = err
 			return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err), err
@@ -657,7 +660,7 @@ func (r *e2eRun) getName(ctx context.Context, rep lifecycle.Reporter, _ []lifecy
 // or, with Keep, says how to reach and delete what was left.
 func (r *e2eRun) cleanup(ctx context.Context) error {
 	ns := r.res.Namespace
-	if !r.nsSent || r.cs == nil {
+	if !r.nsSent || r.dyn == nil {
 		return nil
 	}
 	r.res.Delete = r.kubectl("delete", "namespace", ns)
@@ -675,7 +678,7 @@ func (r *e2eRun) cleanup(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e2eCleanupTimeout)
 	defer cancel()
 	step := lifecycle.NewStep("Delete namespace "+ns, nil, func(ctx context.Context, _ lifecycle.Reporter, _ []lifecycle.Change) error {
-		err := r.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		err := kube.NewTyped[corev1.Namespace](r.dyn, kube.Namespaces, "").Delete(ctx, ns, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting namespace %s of cluster %s: %w; delete it by hand: %s", ns, r.res.Cluster, err, r.res.Delete)
 		}

@@ -726,3 +726,11 @@ func e2eFreePort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// The default image's --http-port argument is spelled as a constant (no
+// work at init); it must stay the default port.
+func TestDefaultE2EPortString(t *testing.T) {
+	if want := strconv.Itoa(DefaultE2EPort); defaultE2EPortString != want {
+		t.Fatalf("defaultE2EPortString = %q, want %q (DefaultE2EPort)", defaultE2EPortString, want)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +18,7 @@ import (
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/slot"
 	"github.com/bcollard/marina/core/suggest"
+	"github.com/bcollard/marina/sdk/kube"
 )
 
 // Fleet membership is live state, never a state file: a cluster is a
@@ -193,12 +195,12 @@ func (l *Lab) SetFleet(ctx context.Context, c *Clusters, cluster, fleetName stri
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", cluster, err)
 	}
-	cs, err := clientsetFor(b)
+	dyn, err := clientFor(b)
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", cluster, err)
 	}
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{"fleet": fleetName}})
-	_, err = cs.CoreV1().ConfigMaps("kube-system").Patch(ctx, MarkerConfigMap, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = kube.NewTyped[corev1.ConfigMap](dyn, kube.ConfigMaps, "kube-system").Patch(ctx, MarkerConfigMap, types.MergePatchType, patch, metav1.PatchOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("cluster %s has no completion marker (kube-system/%s): it is a half-created cluster; delete or recreate it (marina cluster delete %s)", cluster, MarkerConfigMap, cluster)

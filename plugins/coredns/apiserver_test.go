@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -47,6 +48,7 @@ const noWait = `{"rolloutTimeout": "0s"}`
 func TestPostClusterAPIServer(t *testing.T) {
 	s := &apiServer{Cluster: kubetest.Start(t)}
 	s.cs = s.Clientset(t)
+	s.dyn = s.Dynamic(t)
 	for _, st := range []struct {
 		name string
 		test func(*testing.T, *apiServer)
@@ -387,7 +389,7 @@ func testWaitRollout(t *testing.T, s *apiServer) {
 		t.Run(tc.name, func(t *testing.T) {
 			s.reset(t, kubeadmDeployment())
 			s.setDeploymentState(t, tc.gen, tc.status)
-			err := WaitRollout(context.Background(), s.cs, timeout, pollInterval)
+			err := WaitRollout(context.Background(), s.dyn, timeout, pollInterval)
 			if tc.done != (err == nil) {
 				t.Fatalf("WaitRollout = %v, want done=%v", err, tc.done)
 			}
@@ -401,7 +403,7 @@ func testWaitRollout(t *testing.T, s *apiServer) {
 		s.reset(t, kubeadmDeployment())
 		s.setDeploymentState(t, 1, progressDeadlineExceeded())
 		start := time.Now()
-		err := WaitRollout(context.Background(), s.cs, 10*time.Second, pollInterval)
+		err := WaitRollout(context.Background(), s.dyn, 10*time.Second, pollInterval)
 		if err == nil || !strings.Contains(err.Error(), "progress deadline") || !strings.Contains(err.Error(), "timed out progressing") || time.Since(start) > 5*time.Second {
 			t.Fatalf("WaitRollout = %v after %s, want the progress deadline at once", err, time.Since(start))
 		}
@@ -433,7 +435,7 @@ func testWaitRollout(t *testing.T, s *apiServer) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
 		start := time.Now()
-		err := WaitRollout(ctx, s.cs, time.Minute, pollInterval)
+		err := WaitRollout(ctx, s.dyn, time.Minute, pollInterval)
 		if !errors.Is(err, context.Canceled) || time.Since(start) > 10*time.Second {
 			t.Fatalf("WaitRollout = %v after %s, want context.Canceled promptly", err, time.Since(start))
 		}
@@ -444,7 +446,8 @@ func testWaitRollout(t *testing.T, s *apiServer) {
 // for setting objects up and reading them back.
 type apiServer struct {
 	*kubetest.Cluster
-	cs kubernetes.Interface
+	cs  kubernetes.Interface
+	dyn dynamic.Interface // what the plugin's functions take
 }
 
 // reset deletes kube-system/coredns (ConfigMap and Deployment) and creates
@@ -719,7 +722,7 @@ type apiCalls struct {
 
 // newClient builds a clientset from kubeconfig, as the plugin's own
 // constructor does, that records its requests.
-func (a *apiCalls) newClient(kubeconfig []byte) (kubernetes.Interface, error) {
+func (a *apiCalls) newClient(kubeconfig []byte) (dynamic.Interface, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster's kubeconfig: %w", err)
@@ -740,7 +743,7 @@ func (a *apiCalls) newClient(kubeconfig []byte) (kubernetes.Interface, error) {
 			return resp, err
 		})
 	})
-	return kubernetes.NewForConfig(cfg)
+	return dynamic.NewForConfig(cfg)
 }
 
 func (a *apiCalls) reset() {

@@ -20,14 +20,16 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/bcollard/marina/plugins/coredns/corefile"
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/kube"
 )
 
 // Version is the plugin's version.
@@ -83,7 +85,7 @@ func (c *Config) Validate() []sdk.Diagnostic {
 // Plugin is the coredns plugin.
 type Plugin struct {
 	// newClient connects to a cluster from its kubeconfig; tests replace it.
-	newClient func(kubeconfig []byte) (kubernetes.Interface, error)
+	newClient func(kubeconfig []byte) (dynamic.Interface, error)
 	// now stamps restarts; tests replace it.
 	now func() time.Time
 	// pollInterval is how often the rollout is checked.
@@ -127,20 +129,20 @@ func (p *Plugin) PostCluster(ctx context.Context, req *sdk.Request) (*sdk.Result
 	if req.Cluster == nil || len(req.Cluster.Kubeconfig) == 0 {
 		return nil, errors.New("no kubeconfig for the cluster: PostCluster needs the cluster's admin kubeconfig (the host passes it in Request.Cluster.Kubeconfig)")
 	}
-	cs, err := p.newClient(req.Cluster.Kubeconfig)
+	dyn, err := p.newClient(req.Cluster.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", req.Cluster.Name, err)
 	}
 
 	req.Progress("forwarding %s in CoreDNS of %s", zoneList(forwards), req.Cluster.Name)
-	hash, changed, err := EnsureCorefile(ctx, cs, forwards, corefile.Options{CacheSeconds: cfg.Cache})
+	hash, changed, err := EnsureCorefile(ctx, dyn, forwards, corefile.Options{CacheSeconds: cfg.Cache})
 	if err != nil {
 		return nil, err
 	}
 	if changed {
 		req.Logger().Info("updated the Corefile", "configmap", Namespace+"/"+ConfigMap, "zones", zoneList(forwards))
 	}
-	restarted, err := EnsureRolledOut(ctx, cs, hash, p.now())
+	restarted, err := EnsureRolledOut(ctx, dyn, hash, p.now())
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +153,7 @@ func (p *Plugin) PostCluster(ctx context.Context, req *sdk.Request) (*sdk.Result
 	req.Logger().Info("restarted CoreDNS", "deployment", Namespace+"/"+Deployment)
 	if cfg.RolloutTimeout > 0 {
 		req.Progress("waiting up to %s for CoreDNS to restart", cfg.RolloutTimeout)
-		if err := WaitRollout(ctx, cs, cfg.RolloutTimeout, p.pollInterval); err != nil {
+		if err := WaitRollout(ctx, dyn, cfg.RolloutTimeout, p.pollInterval); err != nil {
 			return nil, err
 		}
 	}
@@ -183,10 +185,11 @@ func Forwards(env sdk.Env) ([]corefile.Forward, error) {
 // redone on the fresh object, a few times at most). It returns the
 // CoreDNS-restart hash marina's last write recorded on the ConfigMap ("" if
 // marina never wrote it) and whether it wrote now.
-func EnsureCorefile(ctx context.Context, cs kubernetes.Interface, forwards []corefile.Forward, opt corefile.Options) (hash string, changed bool, err error) {
+func EnsureCorefile(ctx context.Context, dyn dynamic.Interface, forwards []corefile.Forward, opt corefile.Options) (hash string, changed bool, err error) {
+	cms := kube.NewTyped[corev1.ConfigMap](dyn, kube.ConfigMaps, Namespace)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		changed = false
-		cm, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMap, metav1.GetOptions{})
+		cm, err := cms.Get(ctx, ConfigMap, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("ConfigMap %s/%s not found: the cluster has no kubeadm CoreDNS to configure; install CoreDNS (kind does by default) or disable the coredns plugin", Namespace, ConfigMap)
 		}
@@ -212,7 +215,7 @@ func EnsureCorefile(ctx context.Context, cs kubernetes.Interface, forwards []cor
 			cm.Annotations = map[string]string{}
 		}
 		cm.Annotations[CorefileHashAnnotation] = hash
-		if _, err := cs.CoreV1().ConfigMaps(Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 			if apierrors.IsConflict(err) {
 				return err // retried on the fresh object
 			}
@@ -231,12 +234,13 @@ func EnsureCorefile(ctx context.Context, cs kubernetes.Interface, forwards []cor
 // kubectl.kubernetes.io/restartedAt, as `kubectl rollout restart` does)
 // unless its pods already run the Corefile marina last wrote (hash, ""
 // when marina never wrote one). It reports whether it restarted.
-func EnsureRolledOut(ctx context.Context, cs kubernetes.Interface, hash string, now time.Time) (restarted bool, err error) {
+func EnsureRolledOut(ctx context.Context, dyn dynamic.Interface, hash string, now time.Time) (restarted bool, err error) {
 	if hash == "" {
 		return false, nil
 	}
+	deployments := kube.NewTyped[appsv1.Deployment](dyn, kube.Deployments, Namespace)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := cs.AppsV1().Deployments(Namespace).Get(ctx, Deployment, metav1.GetOptions{})
+		d, err := deployments.Get(ctx, Deployment, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("the CoreDNS Deployment %s/%s was not found, so the new Corefile cannot be rolled out; if CoreDNS runs under another name, restart it yourself, or disable the coredns plugin", Namespace, Deployment)
 		}
@@ -252,7 +256,7 @@ func EnsureRolledOut(ctx context.Context, cs kubernetes.Interface, hash string, 
 		}
 		d.Spec.Template.Annotations[RestartedAtAnnotation] = now.UTC().Format(time.RFC3339)
 		d.Spec.Template.Annotations[CorefileHashAnnotation] = hash
-		if _, err := cs.AppsV1().Deployments(Namespace).Update(ctx, d, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		if _, err := deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 			if apierrors.IsConflict(err) {
 				return err
 			}
@@ -270,14 +274,15 @@ func EnsureRolledOut(ctx context.Context, cs kubernetes.Interface, hash string, 
 // WaitRollout waits until the CoreDNS Deployment's rollout is complete, by
 // the rules of `kubectl rollout status`, for at most timeout (and no longer
 // than ctx allows), checking every interval.
-func WaitRollout(ctx context.Context, cs kubernetes.Interface, timeout, interval time.Duration) error {
+func WaitRollout(ctx context.Context, dyn dynamic.Interface, timeout, interval time.Duration) error {
+	deployments := kube.NewTyped[appsv1.Deployment](dyn, kube.Deployments, Namespace)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	status := "not read yet"
 	for {
-		d, err := cs.AppsV1().Deployments(Namespace).Get(ctx, Deployment, metav1.GetOptions{})
+		d, err := deployments.Get(ctx, Deployment, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			var done bool
@@ -332,13 +337,13 @@ func rolloutDone(d *appsv1.Deployment) (bool, string, error) {
 }
 
 // clientFor connects to the cluster described by an admin kubeconfig.
-func clientFor(kubeconfig []byte) (kubernetes.Interface, error) {
+func clientFor(kubeconfig []byte) (dynamic.Interface, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster's kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "marina-coredns/" + Version
-	return kubernetes.NewForConfig(cfg)
+	return dynamic.NewForConfig(cfg)
 }
 
 func corefileHash(b []byte) string {

@@ -12,8 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/bcollard/marina/sdk/kube"
 )
 
 // Bounds of the conversation with the cluster's API server.
@@ -24,8 +26,10 @@ const (
 	stopTimeout = 60 * time.Second
 )
 
-// newClientset builds a clientset from an admin kubeconfig.
-func newClientset(cluster string, kubeconfig []byte) (kubernetes.Interface, error) {
+// newClient builds a client from an admin kubeconfig: client-go's dynamic
+// client, with k8s.io/api's types through kube.NewTyped (the typed
+// clientset's scheme would cost every marina command its init).
+func newClient(cluster string, kubeconfig []byte) (dynamic.Interface, error) {
 	if len(kubeconfig) == 0 {
 		return nil, fmt.Errorf("cluster %s: the host passed no kubeconfig (the plugin declares the %q capability)", cluster, "kubeconfig")
 	}
@@ -34,39 +38,30 @@ func newClientset(cluster string, kubeconfig []byte) (kubernetes.Interface, erro
 		return nil, fmt.Errorf("cluster %s: reading its kubeconfig: %w", cluster, err)
 	}
 	cfg.Timeout = kubeRequestTimeout
-	cs, err := kubernetes.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: building a client: %w", cluster, err)
 	}
-	return cs, nil
+	return dyn, nil
 }
 
 // applyAll server-side applies the objects in order, as FieldManager, taking
 // over fields another manager set (marina owns these objects).
-func applyAll(ctx context.Context, cs kubernetes.Interface, o *objects) error {
+func applyAll(ctx context.Context, dyn dynamic.Interface, o *objects) error {
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	steps := []struct {
-		what  string
-		apply func() error
-	}{
-		{"Namespace " + Namespace, func() error { _, err := cs.CoreV1().Namespaces().Apply(ctx, o.Namespace, opts); return err }},
-		{"ServiceAccount " + Namespace + "/" + AppName, func() error {
-			_, err := cs.CoreV1().ServiceAccounts(Namespace).Apply(ctx, o.ServiceAccount, opts)
+	for _, n := range o.list() {
+		u, err := n.applyObject()
+		if err != nil {
 			return err
-		}},
-		{"ClusterRole " + AppName, func() error { _, err := cs.RbacV1().ClusterRoles().Apply(ctx, o.ClusterRole, opts); return err }},
-		{"ClusterRoleBinding " + AppName, func() error {
-			_, err := cs.RbacV1().ClusterRoleBindings().Apply(ctx, o.ClusterRoleBinding, opts)
-			return err
-		}},
-		{"Deployment " + Namespace + "/" + AppName, func() error {
-			_, err := cs.AppsV1().Deployments(Namespace).Apply(ctx, o.Deployment, opts)
-			return err
-		}},
-	}
-	for _, s := range steps {
-		if err := s.apply(); err != nil {
-			return fmt.Errorf("applying %s: %w", s.what, err)
+		}
+		what := n.Kind + " " + u.GetName()
+		var ri dynamic.ResourceInterface = dyn.Resource(n.Resource)
+		if ns := u.GetNamespace(); ns != "" {
+			what = n.Kind + " " + ns + "/" + u.GetName()
+			ri = dyn.Resource(n.Resource).Namespace(ns)
+		}
+		if _, err := ri.Apply(ctx, u.GetName(), u, opts); err != nil {
+			return fmt.Errorf("applying %s: %w", what, err)
 		}
 	}
 	return nil
@@ -75,7 +70,8 @@ func applyAll(ctx context.Context, cs kubernetes.Interface, o *objects) error {
 // waitAvailable polls the Deployment until its current generation is rolled
 // out and Available, for at most timeout (and while ctx lasts). On failure
 // the error says what its pods are waiting for.
-func waitAvailable(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+func waitAvailable(ctx context.Context, dyn dynamic.Interface, timeout time.Duration) error {
+	deployments := kube.NewTyped[appsv1.Deployment](dyn, kube.Deployments, Namespace)
 	// End before the hook's own deadline, so the error explains itself.
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, (time.Until(dl) * 9 / 10).Round(time.Second))
@@ -86,7 +82,7 @@ func waitAvailable(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 	defer tick.Stop()
 	var last string
 	for {
-		d, err := cs.AppsV1().Deployments(Namespace).Get(ctx, AppName, metav1.GetOptions{})
+		d, err := deployments.Get(ctx, AppName, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			ok, why := available(d)
@@ -99,7 +95,7 @@ func waitAvailable(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 		}
 		select {
 		case <-ctx.Done():
-			pods := describePods(context.WithoutCancel(ctx), cs)
+			pods := describePods(context.WithoutCancel(ctx), dyn)
 			return fmt.Errorf("deployment %s/%s is not Available after %s: %s%s", Namespace, AppName, timeout, last, pods)
 		case <-tick.C:
 		}
@@ -134,15 +130,15 @@ func available(d *appsv1.Deployment) (bool, string) {
 }
 
 // describePods summarises why ExternalDNS's pods are not ready, for errors.
-func describePods(ctx context.Context, cs kubernetes.Interface) string {
+func describePods(ctx context.Context, dyn dynamic.Interface) string {
 	ctx, cancel := context.WithTimeout(ctx, kubeRequestTimeout)
 	defer cancel()
-	pods, err := cs.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(podLabels).String()})
-	if err != nil || len(pods.Items) == 0 {
+	pods, err := kube.NewTyped[corev1.Pod](dyn, kube.Pods, Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(podLabels).String()})
+	if err != nil || len(pods) == 0 {
 		return "; no ExternalDNS pod exists"
 	}
 	var parts []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		var why []string
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
@@ -170,11 +166,12 @@ func describePods(ctx context.Context, cs kubernetes.Interface) string {
 // stopExternalDNS deletes the ExternalDNS Deployment and waits (bounded)
 // until its pods are gone, so it cannot write records again after the
 // cleanup. A Deployment that does not exist is fine.
-func stopExternalDNS(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+func stopExternalDNS(ctx context.Context, dyn dynamic.Interface, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	pods := kube.NewTyped[corev1.Pod](dyn, kube.Pods, Namespace)
 	fg := metav1.DeletePropagationForeground
-	err := cs.AppsV1().Deployments(Namespace).Delete(ctx, AppName, metav1.DeleteOptions{PropagationPolicy: &fg})
+	err := kube.NewTyped[appsv1.Deployment](dyn, kube.Deployments, Namespace).Delete(ctx, AppName, metav1.DeleteOptions{PropagationPolicy: &fg})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting deployment %s/%s: %w", Namespace, AppName, err)
 	}
@@ -182,14 +179,14 @@ func stopExternalDNS(ctx context.Context, cs kubernetes.Interface, timeout time.
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
-		pods, err := cs.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err == nil && len(pods.Items) == 0 {
+		left, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err == nil && len(left) == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			if err == nil {
-				err = fmt.Errorf("%d pod(s) still exist", len(pods.Items))
+				err = fmt.Errorf("%d pod(s) still exist", len(left))
 			}
 			return errors.Join(fmt.Errorf("ExternalDNS pods in %s did not go away within %s", Namespace, timeout), err)
 		case <-tick.C:

@@ -1,17 +1,19 @@
 package externaldns
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // Names of the objects the plugin applies.
@@ -52,30 +54,80 @@ type params struct {
 	Config       Config
 }
 
-// objects are the objects PostCluster applies, in apply order.
+// objects are the objects PostCluster applies, in apply order, as
+// k8s.io/api's types. What is applied is each object's JSON without the
+// empty values those types carry where a field is not set (applyObject):
+// server-side apply then owns only the fields set here, as with client-go's
+// apply configurations (which are not used: their package imports
+// client-go's discovery, and with it the scheme of every API group, whose
+// init every marina command would pay).
 type objects struct {
-	Namespace          *corev1ac.NamespaceApplyConfiguration
-	ServiceAccount     *corev1ac.ServiceAccountApplyConfiguration
-	ClusterRole        *rbacv1ac.ClusterRoleApplyConfiguration
-	ClusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
-	Deployment         *appsv1ac.DeploymentApplyConfiguration
+	Namespace          *corev1.Namespace
+	ServiceAccount     *corev1.ServiceAccount
+	ClusterRole        *rbacv1.ClusterRole
+	ClusterRoleBinding *rbacv1.ClusterRoleBinding
+	Deployment         *appsv1.Deployment
 }
 
 // list returns the objects in apply order, named by kind (for golden files
-// and messages).
+// and messages), with where they are applied.
 func (o *objects) list() []namedObject {
+	core := func(r string) schema.GroupVersionResource { return corev1.SchemeGroupVersion.WithResource(r) }
+	rbac := func(r string) schema.GroupVersionResource { return rbacv1.SchemeGroupVersion.WithResource(r) }
 	return []namedObject{
-		{"Namespace", o.Namespace},
-		{"ServiceAccount", o.ServiceAccount},
-		{"ClusterRole", o.ClusterRole},
-		{"ClusterRoleBinding", o.ClusterRoleBinding},
-		{"Deployment", o.Deployment},
+		{"Namespace", core("namespaces"), o.Namespace},
+		{"ServiceAccount", core("serviceaccounts"), o.ServiceAccount},
+		{"ClusterRole", rbac("clusterroles"), o.ClusterRole},
+		{"ClusterRoleBinding", rbac("clusterrolebindings"), o.ClusterRoleBinding},
+		{"Deployment", appsv1.SchemeGroupVersion.WithResource("deployments"), o.Deployment},
 	}
 }
 
 type namedObject struct {
-	Kind   string
-	Object any
+	Kind     string
+	Resource schema.GroupVersionResource
+	Object   any
+}
+
+// applyObject is n's object as server-side apply is given it: apiVersion
+// and kind set, and without the nulls and empty objects that k8s.io/api's
+// types marshal for fields left unset (metadata.creationTimestamp: null,
+// status: {}, ...). None of the objects sets an empty object on purpose.
+func (n namedObject) applyObject() (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(n.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", n.Kind, err)
+	}
+	var m map[string]any
+	if err := utiljson.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", n.Kind, err)
+	}
+	pruneEmpty(m)
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(n.Resource.GroupVersion().String())
+	u.SetKind(n.Kind)
+	return u, nil
+}
+
+// pruneEmpty removes, depth first, the null values and the objects left
+// empty from m and the objects nested in it (also inside lists).
+func pruneEmpty(m map[string]any) {
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			if pruneEmpty(v); len(v) == 0 {
+				delete(m, k)
+			}
+		case []any:
+			for _, e := range v {
+				if e, ok := e.(map[string]any); ok {
+					pruneEmpty(e)
+				}
+			}
+		}
+	}
 }
 
 // labels are put on every object.
@@ -135,79 +187,98 @@ func args(p params) []string {
 func render(p params) *objects {
 	lbl := commonLabels()
 	o := &objects{}
+	meta := func(name, namespace string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: lbl}
+	}
 
-	o.Namespace = corev1ac.Namespace(Namespace).WithLabels(lbl)
+	o.Namespace = &corev1.Namespace{ObjectMeta: meta(Namespace, "")}
 
-	o.ServiceAccount = corev1ac.ServiceAccount(AppName, Namespace).WithLabels(lbl)
+	o.ServiceAccount = &corev1.ServiceAccount{ObjectMeta: meta(AppName, Namespace)}
 
 	// What the sources read (the upstream chart's rules for the same sources,
 	// charts/external-dns/templates/clusterrole.yaml): the service source
 	// watches Services, and EndpointSlices, Pods and Nodes for headless,
 	// ClusterIP and NodePort Services.
-	rules := []*rbacv1ac.PolicyRuleApplyConfiguration{}
+	rules := []rbacv1.PolicyRule{}
 	if slices.Contains(p.Config.Sources, "service") {
 		rules = append(rules,
-			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("services", "pods").WithVerbs("get", "list", "watch"),
-			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("nodes").WithVerbs("list", "watch"),
-			rbacv1ac.PolicyRule().WithAPIGroups("discovery.k8s.io").WithResources("endpointslices").WithVerbs("get", "list", "watch"),
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 		)
 	}
 	if slices.Contains(p.Config.Sources, "ingress") {
 		rules = append(rules,
-			rbacv1ac.PolicyRule().WithAPIGroups("networking.k8s.io").WithResources("ingresses").WithVerbs("get", "list", "watch"))
+			rbacv1.PolicyRule{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}, Verbs: []string{"get", "list", "watch"}})
 	}
-	o.ClusterRole = rbacv1ac.ClusterRole(AppName).WithLabels(lbl).WithRules(rules...)
+	o.ClusterRole = &rbacv1.ClusterRole{ObjectMeta: meta(AppName, ""), Rules: rules}
 
-	o.ClusterRoleBinding = rbacv1ac.ClusterRoleBinding(AppName).WithLabels(lbl).
-		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("ClusterRole").WithName(AppName)).
-		WithSubjects(rbacv1ac.Subject().WithKind("ServiceAccount").WithName(AppName).WithNamespace(Namespace))
-
-	healthz := func() *corev1ac.ProbeApplyConfiguration {
-		return corev1ac.Probe().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromString("http"))).
-			WithPeriodSeconds(10).WithTimeoutSeconds(5)
+	o.ClusterRoleBinding = &rbacv1.ClusterRoleBinding{
+		ObjectMeta: meta(AppName, ""),
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: AppName},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: AppName, Namespace: Namespace}},
 	}
-	container := corev1ac.Container().
-		WithName(AppName).
-		WithImage(p.Image).
-		WithImagePullPolicy(corev1.PullIfNotPresent).
-		WithArgs(args(p)...).
+
+	healthz := func(initialDelay, failureThreshold int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
+			PeriodSeconds:       10,
+			TimeoutSeconds:      5,
+			InitialDelaySeconds: initialDelay,
+			FailureThreshold:    failureThreshold,
+		}
+	}
+	container := corev1.Container{
+		Name:            AppName,
+		Image:           p.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Args:            args(p),
 		// The coredns provider reads its etcd endpoints from ETCD_URLS
 		// (provider/coredns/coredns.go, getETCDConfig).
-		WithEnv(corev1ac.EnvVar().WithName("ETCD_URLS").WithValue(p.EtcdEndpoint)).
-		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(metricsPort).WithProtocol(corev1.ProtocolTCP)).
-		WithLivenessProbe(healthz().WithInitialDelaySeconds(10).WithFailureThreshold(2)).
-		WithReadinessProbe(healthz().WithInitialDelaySeconds(5).WithFailureThreshold(6)).
-		WithResources(corev1ac.ResourceRequirements().
-			WithRequests(corev1.ResourceList{
+		Env:            []corev1.EnvVar{{Name: "ETCD_URLS", Value: p.EtcdEndpoint}},
+		Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}},
+		LivenessProbe:  healthz(10, 2),
+		ReadinessProbe: healthz(5, 6),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("10m"),
 				corev1.ResourceMemory: resource.MustParse("32Mi"),
-			}).
-			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")})).
-		WithSecurityContext(corev1ac.SecurityContext().
-			WithPrivileged(false).
-			WithAllowPrivilegeEscalation(false).
-			WithReadOnlyRootFilesystem(true).
-			WithRunAsNonRoot(true).
-			WithRunAsUser(nonRootID).
-			WithRunAsGroup(nonRootID).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+			},
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			Privileged:               ptrTo(false),
+			AllowPrivilegeEscalation: ptrTo(false),
+			ReadOnlyRootFilesystem:   ptrTo(true),
+			RunAsNonRoot:             ptrTo(true),
+			RunAsUser:                ptrTo[int64](nonRootID),
+			RunAsGroup:               ptrTo[int64](nonRootID),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
 
-	o.Deployment = appsv1ac.Deployment(AppName, Namespace).
-		WithLabels(lbl).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(1).
+	o.Deployment = &appsv1.Deployment{
+		ObjectMeta: meta(AppName, Namespace),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptrTo[int32](1),
 			// Recreate: never two writers of the same owner's records at once.
-			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(podLabels)).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(lbl).
-				WithSpec(corev1ac.PodSpec().
-					WithServiceAccountName(AppName).
-					WithSecurityContext(corev1ac.PodSecurityContext().
-						WithRunAsNonRoot(true).
-						WithFSGroup(65534).
-						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-					WithContainers(container))))
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: AppName,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptrTo(true),
+						FSGroup:        ptrTo[int64](65534),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{container},
+				},
+			},
+		},
+	}
 	return o
 }
+
+func ptrTo[T any](v T) *T { return &v }

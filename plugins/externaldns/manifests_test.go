@@ -35,13 +35,17 @@ func request(t *testing.T, hook sdk.Hook, configJSON string, deps map[string]map
 
 var localdnsDeps = map[string]map[string]string{LocalDNS: {LocalDNSEtcdOutput: "http://172.30.255.52:2379", "dnsServer": "172.30.255.53", "zone": "demo.internal"}}
 
-// renderYAML marshals every object (typed apply configurations) and joins
-// them as one multi-document YAML stream.
+// renderYAML marshals every object as it is applied and joins them as one
+// multi-document YAML stream.
 func renderYAML(t *testing.T, o *objects) []byte {
 	t.Helper()
 	var docs [][]byte
 	for _, n := range o.list() {
-		b, err := yaml.Marshal(n.Object)
+		u, err := n.applyObject()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := yaml.Marshal(u.Object)
 		if err != nil {
 			t.Fatalf("marshal %s: %v", n.Kind, err)
 		}
@@ -106,12 +110,12 @@ func TestRenderDeploymentContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := render(p).Deployment
-	if *d.Spec.Replicas != 1 || *d.Namespace != Namespace || *d.Name != AppName {
-		t.Fatalf("deployment %s/%s replicas %d", *d.Namespace, *d.Name, *d.Spec.Replicas)
+	if *d.Spec.Replicas != 1 || d.Namespace != Namespace || d.Name != AppName {
+		t.Fatalf("deployment %s/%s replicas %d", d.Namespace, d.Name, *d.Spec.Replicas)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if *c.Image != DefaultImage {
-		t.Errorf("image = %s, want %s", *c.Image, DefaultImage)
+	if c.Image != DefaultImage {
+		t.Errorf("image = %s, want %s", c.Image, DefaultImage)
 	}
 	for _, want := range []string{
 		"--provider=coredns",
@@ -132,15 +136,15 @@ func TestRenderDeploymentContract(t *testing.T) {
 			t.Errorf("args %q lack %q", c.Args, want)
 		}
 	}
-	if len(c.Env) != 1 || *c.Env[0].Name != "ETCD_URLS" || *c.Env[0].Value != "http://172.30.255.52:2379" {
+	if len(c.Env) != 1 || c.Env[0].Name != "ETCD_URLS" || c.Env[0].Value != "http://172.30.255.52:2379" {
 		t.Errorf("env = %+v, want ETCD_URLS=http://172.30.255.52:2379", c.Env)
 	}
 	sc := c.SecurityContext
 	if !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || c.Resources.Requests == nil {
 		t.Errorf("container must run non-root, read-only, without escalation, with requests: %+v", sc)
 	}
-	if *d.Spec.Template.Spec.ServiceAccountName != AppName {
-		t.Errorf("serviceAccountName = %s", *d.Spec.Template.Spec.ServiceAccountName)
+	if d.Spec.Template.Spec.ServiceAccountName != AppName {
+		t.Errorf("serviceAccountName = %s", d.Spec.Template.Spec.ServiceAccountName)
 	}
 	for k, v := range podLabels {
 		if d.Spec.Selector.MatchLabels[k] != v || d.Spec.Template.Labels[k] != v {

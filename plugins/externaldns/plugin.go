@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bcollard/marina/sdk"
@@ -68,18 +69,18 @@ func (*Plugin) Info() sdk.Info {
 
 // dnsLabel is an RFC 1123 label: what a cluster name must be to sit in a DNS
 // name (and in ExternalDNS's --fqdn-template).
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var dnsLabel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
 
 // checkNames validates the cluster name and zone that go into DNS names.
 func checkNames(cluster, zone string) error {
-	if !dnsLabel.MatchString(cluster) {
+	if !dnsLabel().MatchString(cluster) {
 		return fmt.Errorf("cluster name %q cannot be part of a DNS name: it must be lower-case letters, digits and '-' (at most 63), starting and ending with a letter or digit", cluster)
 	}
 	if zone == "" {
 		return errors.New("the local DNS zone (Env.DNSZone) is empty: set dns.zone in marina's config")
 	}
 	for _, l := range strings.Split(zone, ".") {
-		if !dnsLabel.MatchString(l) {
+		if !dnsLabel().MatchString(l) {
 			return fmt.Errorf("DNS zone %q is not a valid lower-case DNS name (label %q)", zone, l)
 		}
 	}
@@ -143,17 +144,17 @@ func (*Plugin) PostCluster(ctx context.Context, req *sdk.Request) (*sdk.Result, 
 	if err != nil {
 		return nil, err
 	}
-	cs, err := newClientset(p.Cluster, req.Cluster.Kubeconfig)
+	dyn, err := newClient(p.Cluster, req.Cluster.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	req.Progress("applying ExternalDNS (%s) to %s: names under %s", p.Image, p.Cluster, defaultDomain(p.Cluster, p.Zone))
-	if err := applyAll(ctx, cs, render(p)); err != nil {
+	if err := applyAll(ctx, dyn, render(p)); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", p.Cluster, err)
 	}
 	if p.Config.WaitReady {
 		req.Progress("waiting for ExternalDNS to become available in %s", p.Cluster)
-		if err := waitAvailable(ctx, cs, p.Config.ReadyTimeout); err != nil {
+		if err := waitAvailable(ctx, dyn, p.Config.ReadyTimeout); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w; fix: check that image %s can be pulled "+
 				"(override it with images.externalDNS) and that the local DNS etcd %s is reachable from the cluster, "+
 				"or set plugins.externaldns.config.waitReady=false not to wait", p.Cluster, err, p.Image, p.EtcdEndpoint)
@@ -185,9 +186,9 @@ func (*Plugin) PreClusterDelete(ctx context.Context, req *sdk.Request) (*sdk.Res
 	// The cluster is about to go, so an unreachable API is a warning only.
 	if len(req.Cluster.Kubeconfig) > 0 {
 		req.Progress("stopping ExternalDNS in %s", cluster)
-		cs, err := newClientset(cluster, req.Cluster.Kubeconfig)
+		dyn, err := newClient(cluster, req.Cluster.Kubeconfig)
 		if err == nil {
-			err = stopExternalDNS(ctx, cs, stopTimeout)
+			err = stopExternalDNS(ctx, dyn, stopTimeout)
 		}
 		if err != nil {
 			if ctx.Err() != nil {

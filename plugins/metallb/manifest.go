@@ -6,11 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/bcollard/marina/sdk/kube"
 )
@@ -52,10 +51,12 @@ const (
 //go:embed manifests/metallb-native-v0.16.2.yaml
 var nativeManifest []byte
 
-// manifestErr is set at init when the embedded manifest is not the pinned
-// one; PostCluster refuses to install anything then. (Failing init would
-// take the whole marina binary down with it.)
-var manifestErr = verifyManifest(nativeManifest)
+// manifestErr is not nil when the embedded manifest is not the pinned one;
+// PostCluster refuses to install anything then. It is computed on first
+// use, not at init: every marina command links this package, and only
+// PostCluster needs the digest. (Failing init would take the whole marina
+// binary down with it.)
+var manifestErr = sync.OnceValue(func() error { return verifyManifest(nativeManifest) })
 
 func verifyManifest(b []byte) error {
 	sum := sha256.Sum256(b)
@@ -68,11 +69,10 @@ func verifyManifest(b []byte) error {
 // manifestObjects decodes the pinned manifest, points the controller
 // Deployment and the speaker DaemonSet at the given images ("" keeps the
 // pinned image) and labels every object as marina's (ownershipLabels).
-// The images are set through the typed apply configurations of those
-// objects, so nothing else in them changes.
+// Only the image of the named container changes in those objects.
 func manifestObjects(controllerImage, speakerImage string) ([]*unstructured.Unstructured, error) {
-	if manifestErr != nil {
-		return nil, manifestErr
+	if err := manifestErr(); err != nil {
+		return nil, err
 	}
 	objs, err := kube.DecodeManifests(nativeManifest)
 	if err != nil {
@@ -129,41 +129,31 @@ var ownershipLabels = map[string]string{
 }
 
 func setDeploymentImage(o *unstructured.Unstructured, container, image string) (*unstructured.Unstructured, error) {
-	var d appsv1ac.DeploymentApplyConfiguration
-	if err := convert(o.Object, &d); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", kube.Describe(o), err)
-	}
-	if d.Spec == nil || d.Spec.Template == nil || d.Spec.Template.Spec == nil {
-		return nil, fmt.Errorf("%s has no pod template", kube.Describe(o))
-	}
-	if err := setImage(d.Spec.Template.Spec.Containers, container, image); err != nil {
-		return nil, fmt.Errorf("%s: %w", kube.Describe(o), err)
-	}
-	return toUnstructured(&d)
+	return setPodTemplateImage(o, container, image)
 }
 
 func setDaemonSetImage(o *unstructured.Unstructured, container, image string) (*unstructured.Unstructured, error) {
-	var ds appsv1ac.DaemonSetApplyConfiguration
-	if err := convert(o.Object, &ds); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", kube.Describe(o), err)
-	}
-	if ds.Spec == nil || ds.Spec.Template == nil || ds.Spec.Template.Spec == nil {
-		return nil, fmt.Errorf("%s has no pod template", kube.Describe(o))
-	}
-	if err := setImage(ds.Spec.Template.Spec.Containers, container, image); err != nil {
-		return nil, fmt.Errorf("%s: %w", kube.Describe(o), err)
-	}
-	return toUnstructured(&ds)
+	return setPodTemplateImage(o, container, image)
 }
 
-func setImage(containers []corev1ac.ContainerApplyConfiguration, name, image string) error {
-	for i := range containers {
-		if containers[i].Name != nil && *containers[i].Name == name {
-			containers[i].Image = &image
-			return nil
+// setPodTemplateImage returns a copy of o (a Deployment or DaemonSet) with
+// the image of container name in its pod template set to image, and
+// nothing else changed.
+func setPodTemplateImage(o *unstructured.Unstructured, name, image string) (*unstructured.Unstructured, error) {
+	cp := o.DeepCopy()
+	spec, ok, _ := unstructured.NestedFieldNoCopy(cp.Object, "spec", "template", "spec")
+	podSpec, isMap := spec.(map[string]any)
+	if !ok || !isMap {
+		return nil, fmt.Errorf("%s has no pod template", kube.Describe(o))
+	}
+	containers, _ := podSpec["containers"].([]any)
+	for _, c := range containers {
+		if c, ok := c.(map[string]any); ok && c["name"] == name {
+			c["image"] = image
+			return cp, nil
 		}
 	}
-	return fmt.Errorf("no container named %q", name)
+	return nil, fmt.Errorf("%s: no container named %q", kube.Describe(o), name)
 }
 
 // convert moves a value between representations through JSON (apply

@@ -109,7 +109,7 @@ func (*Plugin) PostCluster(ctx context.Context, req *sdk.Request) (*sdk.Result, 
 
 	req.Progress("waiting for the MetalLB controller")
 	if err := kube.WaitFor(ctx, "Deployment "+Namespace+"/"+ControllerDeployment+" (MetalLB's controller) to be available", controllerPollInterval,
-		kube.DeploymentAvailable(c.Clientset, Namespace, ControllerDeployment)); err != nil {
+		kube.DeploymentAvailable(c.Dynamic, Namespace, ControllerDeployment)); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w (its pods: kubectl -n %s get pods)", cl.Name, err, Namespace)
 	}
 

@@ -59,8 +59,8 @@ func renderYAML(t *testing.T, objs ...*unstructured.Unstructured) []byte {
 }
 
 func TestManifestDigest(t *testing.T) {
-	if manifestErr != nil {
-		t.Fatal(manifestErr)
+	if err := manifestErr(); err != nil {
+		t.Fatal(err)
 	}
 	tampered := append(bytes.Clone(nativeManifest), '\n')
 	err := verifyManifest(tampered)

@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/bcollard/marina/sdk"
 )
@@ -34,13 +33,27 @@ const (
 // `kubectl get ipaddresspools -A` says which slot's addresses it holds.
 func PoolName(slot int) string { return "marina-slot-" + strconv.Itoa(slot) }
 
+// objectHeader is the apiVersion, kind and metadata of an object the plugin
+// applies, with only the fields it sets (the apply configuration style:
+// what is not set is not sent, so server-side apply owns only these
+// fields).
+type objectHeader struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Metadata   objectMeta `json:"metadata"`
+}
+
+type objectMeta struct {
+	Name      string            `json:"name"`
+	Namespace string            `json:"namespace"`
+	Labels    map[string]string `json:"labels,omitempty"`
+}
+
 // ipAddressPool is metallb.io/v1beta1 IPAddressPool, with the fields the
-// plugin sets (the apply configuration style: what is not set is not sent,
-// so server-side apply owns only these fields).
+// plugin sets.
 type ipAddressPool struct {
-	metav1ac.TypeMetaApplyConfiguration    `json:",inline"`
-	*metav1ac.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	Spec                                   ipAddressPoolSpec `json:"spec"`
+	objectHeader `json:",inline"`
+	Spec         ipAddressPoolSpec `json:"spec"`
 }
 
 type ipAddressPoolSpec struct {
@@ -50,9 +63,8 @@ type ipAddressPoolSpec struct {
 
 // l2Advertisement is metallb.io/v1beta1 L2Advertisement.
 type l2Advertisement struct {
-	metav1ac.TypeMetaApplyConfiguration    `json:",inline"`
-	*metav1ac.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	Spec                                   l2AdvertisementSpec `json:"spec"`
+	objectHeader `json:",inline"`
+	Spec         l2AdvertisementSpec `json:"spec"`
 }
 
 type l2AdvertisementSpec struct {
@@ -70,26 +82,27 @@ func poolObjects(c *sdk.Cluster) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	name := PoolName(c.Slot)
-	meta := func() *metav1ac.ObjectMetaApplyConfiguration {
-		return metav1ac.ObjectMeta().WithName(name).WithNamespace(Namespace).WithLabels(ownershipLabels).WithLabels(map[string]string{
-			LabelSlot: strconv.Itoa(c.Slot),
-		})
-	}
-	typeMeta := func(gvk schema.GroupVersionKind) metav1ac.TypeMetaApplyConfiguration {
-		return *metav1ac.TypeMeta().WithAPIVersion(gvk.GroupVersion().String()).WithKind(gvk.Kind)
+	header := func(gvk schema.GroupVersionKind) objectHeader {
+		labels := map[string]string{LabelSlot: strconv.Itoa(c.Slot)}
+		for k, v := range ownershipLabels {
+			labels[k] = v
+		}
+		return objectHeader{
+			APIVersion: gvk.GroupVersion().String(),
+			Kind:       gvk.Kind,
+			Metadata:   objectMeta{Name: name, Namespace: Namespace, Labels: labels},
+		}
 	}
 	pool, err := toUnstructured(&ipAddressPool{
-		TypeMetaApplyConfiguration:   typeMeta(ipAddressPoolGVK),
-		ObjectMetaApplyConfiguration: meta(),
-		Spec:                         ipAddressPoolSpec{Addresses: addrs},
+		objectHeader: header(ipAddressPoolGVK),
+		Spec:         ipAddressPoolSpec{Addresses: addrs},
 	})
 	if err != nil {
 		return nil, err
 	}
 	l2, err := toUnstructured(&l2Advertisement{
-		TypeMetaApplyConfiguration:   typeMeta(l2AdvertisementGVK),
-		ObjectMetaApplyConfiguration: meta(),
-		Spec:                         l2AdvertisementSpec{IPAddressPools: []string{name}},
+		objectHeader: header(l2AdvertisementGVK),
+		Spec:         l2AdvertisementSpec{IPAddressPools: []string{name}},
 	})
 	if err != nil {
 		return nil, err

@@ -34,7 +34,7 @@ func Example() {
 			return nil, err
 		}
 		if err := kube.WaitFor(ctx, "deployment acme/controller to be available", time.Second,
-			kube.DeploymentAvailable(c.Clientset, "acme", "controller")); err != nil {
+			kube.DeploymentAvailable(c.Dynamic, "acme", "controller")); err != nil {
 			return nil, err
 		}
 		config, err := kube.DecodeManifests([]byte("apiVersion: acme.example.com/v1\nkind: Settings\nmetadata: {name: default, namespace: acme}\n"))

@@ -3,8 +3,11 @@
 // needs, so that each plugin does not re-learn them.
 //
 //   - Connect turns the admin kubeconfig a PostCluster (or PreClusterDelete)
-//     request carries into a Client: typed clientset, dynamic client and a
-//     discovery-backed REST mapper.
+//     request carries into a Client: dynamic client and a discovery-backed
+//     REST mapper. NewTyped reads and writes built-in kinds as k8s.io/api's
+//     Go types through it (client-go's typed clientset is not used here:
+//     its package registers every API group's types at init, in every
+//     process that links it; Client.Config makes one if you want it).
 //   - DecodeManifests splits multi-document YAML (an upstream release
 //     manifest you embed with go:embed, or objects you render) into
 //     unstructured objects.
@@ -37,7 +40,7 @@
 //			return nil, err
 //		}
 //		err = kube.WaitFor(ctx, "deployment kube-system/metrics-server to be available", time.Second,
-//			kube.DeploymentAvailable(c.Clientset, "kube-system", "metrics-server"))
+//			kube.DeploymentAvailable(c.Dynamic, "kube-system", "metrics-server"))
 //		return &sdk.Result{}, err
 //	}
 //
@@ -50,23 +53,21 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Client talks to one cluster. Its fields are exported so a plugin can use
-// client-go directly for anything the helpers do not cover.
+// client-go directly for anything the helpers do not cover (e.g.
+// kubernetes.NewForConfig(c.Config) for client-go's typed clientset, at
+// the cost of its scheme's init in the plugin's process).
 type Client struct {
 	// Config is the REST config the clients were made from (nil for a
 	// Client made by New from existing clients).
 	Config *rest.Config
-	// Clientset is the typed client of the built-in APIs.
-	Clientset kubernetes.Interface
-	// Dynamic reaches any resource, custom ones included.
+	// Dynamic reaches any resource, custom ones included; NewTyped gives
+	// typed access to built-in kinds through it.
 	Dynamic dynamic.Interface
 	// Mapper maps kinds to resources through discovery. It caches what it
 	// learnt; Apply resets it after it creates CRDs, and so should code that
@@ -104,26 +105,26 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 	if cfg.Burst == 0 {
 		cfg.Burst = defaultBurst
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kube: creating the clientset for %s: %w", cfg.Host, err)
-	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kube: creating the dynamic client for %s: %w", cfg.Host, err)
 	}
-	c := New(cs, dyn, nil)
+	mapper, err := NewDiscoveryRESTMapper(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := New(dyn, mapper)
 	c.Config = cfg
 	return c, nil
 }
 
-// New makes a Client from existing clients, e.g. client-go's fakes
-// (k8s.io/client-go/kubernetes/fake, k8s.io/client-go/dynamic/fake) with a
-// meta.DefaultRESTMapper in unit tests. A nil mapper is backed by the
-// clientset's discovery.
-func New(clientset kubernetes.Interface, dyn dynamic.Interface, mapper meta.ResettableRESTMapper) *Client {
+// New makes a Client from existing clients, e.g. client-go's fake dynamic
+// client (k8s.io/client-go/dynamic/fake) with a meta.DefaultRESTMapper in
+// unit tests. The mapper must not be nil: for a real cluster, use
+// NewForConfig, or NewDiscoveryRESTMapper.
+func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper) *Client {
 	if mapper == nil {
-		mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(clientset.Discovery()))
+		panic("kube.New: the REST mapper is nil (NewDiscoveryRESTMapper makes one for a cluster)")
 	}
-	return &Client{Clientset: clientset, Dynamic: dyn, Mapper: mapper}
+	return &Client{Dynamic: dyn, Mapper: mapper}
 }

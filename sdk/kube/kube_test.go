@@ -115,6 +115,9 @@ func TestAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The test sets up and reads back with client-go's typed clientset,
+	// independent of what it tests.
+	cs := kc.Clientset(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	objs := decode(t, manifest)
@@ -159,18 +162,18 @@ func TestAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("fields of other managers are kept", func(t *testing.T) {
-		cm, err := c.Clientset.CoreV1().ConfigMaps("shop").Get(ctx, "settings", metav1.GetOptions{})
+		cm, err := cs.CoreV1().ConfigMaps("shop").Get(ctx, "settings", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cm.Data["injected"] = "by-a-controller"
-		if _, err := c.Clientset.CoreV1().ConfigMaps("shop").Update(ctx, cm, metav1.UpdateOptions{FieldManager: "some-controller"}); err != nil {
+		if _, err := cs.CoreV1().ConfigMaps("shop").Update(ctx, cm, metav1.UpdateOptions{FieldManager: "some-controller"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Apply(ctx, "kube-test", objs...); err != nil {
 			t.Fatal(err)
 		}
-		cm, _ = c.Clientset.CoreV1().ConfigMaps("shop").Get(ctx, "settings", metav1.GetOptions{})
+		cm, _ = cs.CoreV1().ConfigMaps("shop").Get(ctx, "settings", metav1.GetOptions{})
 		if cm.Data["injected"] != "by-a-controller" || cm.Data["color"] != "blue" {
 			t.Errorf("data = %v", cm.Data)
 		}
@@ -214,7 +217,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if want := []string{"shop/old-1", "shop/old-2"}; !reflect.DeepEqual(gone, want) {
 			t.Errorf("pruned %v, want %v", gone, want)
 		}
-		list, _ := c.Clientset.CoreV1().ConfigMaps("shop").List(ctx, metav1.ListOptions{})
+		list, _ := cs.CoreV1().ConfigMaps("shop").List(ctx, metav1.ListOptions{})
 		var names []string
 		for _, cm := range list.Items {
 			names = append(names, cm.Name)
@@ -232,8 +235,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("DeploymentAvailable and WaitFor", func(t *testing.T) {
-		cs := c.Clientset
-		check := kube.DeploymentAvailable(cs, "shop", "web")
+		check := kube.DeploymentAvailable(c.Dynamic, "shop", "web")
 		short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancelShort()
 		err := kube.WaitFor(short, "deployment shop/web to be available", 50*time.Millisecond, check)
@@ -294,7 +296,7 @@ func TestAgainstAPIServer(t *testing.T) {
 				AdmissionReviewVersions: []string{"v1"},
 			}},
 		}
-		if _, err := c.Clientset.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// The webhook configuration takes effect asynchronously: wait for

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 )
 
 // DefaultTimeout bounds WaitFor when its context has no deadline. Hooks
@@ -105,9 +104,10 @@ func transient(err error) bool {
 // (at least spec.replicas - maxUnavailable pods are ready). A missing
 // Deployment is not ready yet, not an error: the check can run right after
 // the apply that creates it.
-func DeploymentAvailable(cs kubernetes.Interface, namespace, name string) Check {
+func DeploymentAvailable(dyn dynamic.Interface, namespace, name string) Check {
+	deployments := NewTyped[appsv1.Deployment](dyn, Deployments, namespace)
 	return func(ctx context.Context) (bool, error) {
-		d, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		d, err := deployments.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return false, fmt.Errorf("deployment %s/%s does not exist yet", namespace, name)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -180,7 +180,7 @@ func TestDeploymentNotAvailable(t *testing.T) {
 // "not yet", a forbidden read is final. (The Available logic is
 // TestDeploymentNotAvailable; tier 3 runs it against a real API server.)
 func TestDeploymentAvailableAPIErrors(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
 	done, err := DeploymentAvailable(cs, "ns", "web")(context.Background())
 	if done || err == nil || !strings.Contains(err.Error(), "deployment ns/web does not exist yet") {
 		t.Errorf("missing: done=%v err=%v", done, err)
