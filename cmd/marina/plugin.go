@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -321,23 +323,35 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "info NAME[@VERSION]",
-		Short: "Show a plugin's description, hooks, timeouts and config schema with defaults",
+		Short: "Show a plugin's description, hooks, timeouts and config schema with defaults (the version the config selects)",
 		Args:  cobra.ExactArgs(1),
 	}
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
-		d, src, err := a.findDescription(args[0])
+		d, src, selected, err := a.findDescription(args[0])
+		if err != nil {
+			return err
+		}
+		// The configured per-plugin timeout replaces the plugin's own
+		// default for every hook.
+		var configured time.Duration
+		if l, lerr := a.loadConfig(); lerr == nil {
+			if pc, ok := l.Config.Plugins[d.Name]; ok {
+				configured = pc.Timeout
+			}
+		}
+		view, err := newPluginInfoView(d, src, selected, configured)
 		if err != nil {
 			return err
 		}
 		if output != "text" {
-			return printStructured(a.out, output, struct {
-				Source      string `json:"source" yaml:"source"`
-				Description *sdk.Description
-			}{src, d})
+			return printStructured(a.out, output, view)
 		}
 		// Everything below comes from the plugin binary: shown cleaned of
 		// terminal control sequences (package termsafe).
 		fmt.Fprintf(a.out, "%s %s (protocol %s, %s)\n", termsafe.Line(d.Name), termsafe.Line(d.Version), termsafe.Line(d.Protocol), termsafe.Line(src))
+		if view.Selection != "" {
+			fmt.Fprintf(a.out, "  %s\n", view.Selection)
+		}
 		if d.Description != "" {
 			fmt.Fprintf(a.out, "  %s\n", termsafe.Line(d.Description))
 		}
@@ -345,8 +359,8 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 			fmt.Fprintf(a.out, "  maintainer: %s\n", termsafe.Line(d.Maintainer))
 		}
 		fmt.Fprintln(a.out, "hooks:")
-		for _, h := range d.Hooks {
-			fmt.Fprintf(a.out, "  %-17s timeout %s\n", h, d.Timeout(h))
+		for _, h := range view.Hooks {
+			fmt.Fprintf(a.out, "  %-17s timeout %s (%s)\n", h.Name, h.Timeout, h.TimeoutFrom)
 		}
 		if len(d.Dependencies) > 0 {
 			fmt.Fprintln(a.out, "depends on:")
@@ -380,26 +394,115 @@ func indent(s, prefix string) string {
 }
 
 // findDescription finds a built-in or installed plugin by NAME[@VERSION].
-func (a *app) findDescription(ref string) (*sdk.Description, string, error) {
+// Without a version, an installed plugin is the version the config selects
+// (its plugins.NAME.version constraint, as `plugin list` shows), or the
+// highest installed when the config does not load or does not name it;
+// selected says which.
+func (a *app) findDescription(ref string) (d *sdk.Description, src, selected string, err error) {
 	name, version, _ := strings.Cut(ref, "@")
 	if newPlugin, ok := builtins()[name]; ok && version == "" {
 		d, err := sdk.Describe(newPlugin())
-		return d, "built-in", err
+		return d, "built-in", "", err
 	}
 	store, err := a.openStore()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	var inst *pluginstore.Installed
 	if version != "" {
-		inst, err = store.Get(name, version)
-	} else {
-		inst, err = store.Resolve(name, "")
+		inst, err := store.Get(name, version)
+		if err != nil {
+			return nil, "", "", exitcode.NewUsage(err)
+		}
+		return inst.Description, inst.Source, "as asked (" + ref + ")", nil
 	}
+	if l, lerr := a.loadConfig(); lerr == nil {
+		if pc, ok := l.Config.Plugins[name]; ok {
+			inst, err := store.Resolve(name, pc.Version)
+			if err != nil {
+				return nil, "", "", exitcode.NewUsage(err)
+			}
+			constraint := pc.Version
+			if constraint == "" {
+				constraint = "any version"
+			}
+			return inst.Description, inst.Source, fmt.Sprintf("selected by the config (plugins.%s.version: %s)", name, constraint), nil
+		}
+	}
+	inst, err := store.Resolve(name, "")
 	if err != nil {
-		return nil, "", exitcode.NewUsage(err)
+		return nil, "", "", exitcode.NewUsage(err)
 	}
-	return inst.Description, inst.Source, nil
+	return inst.Description, inst.Source, "the highest installed (the config does not name it)", nil
+}
+
+// pluginInfoView is `plugin info -o json|yaml`: lowerCamel keys, the
+// schema and defaults as objects, durations as Go duration strings.
+type pluginInfoView struct {
+	Name           string           `json:"name" yaml:"name"`
+	Version        string           `json:"version" yaml:"version"`
+	Protocol       string           `json:"protocol" yaml:"protocol"`
+	Source         string           `json:"source" yaml:"source"`
+	Selection      string           `json:"selection,omitempty" yaml:"selection,omitempty"`
+	Description    string           `json:"description,omitempty" yaml:"description,omitempty"`
+	Maintainer     string           `json:"maintainer,omitempty" yaml:"maintainer,omitempty"`
+	Hooks          []pluginInfoHook `json:"hooks" yaml:"hooks"`
+	Dependencies   []pluginInfoDep  `json:"dependencies,omitempty" yaml:"dependencies,omitempty"`
+	Capabilities   []string         `json:"capabilities,omitempty" yaml:"capabilities,omitempty"`
+	Outputs        []string         `json:"outputs,omitempty" yaml:"outputs,omitempty"`
+	ConfigSchema   any              `json:"configSchema,omitempty" yaml:"configSchema,omitempty"`
+	ConfigDefaults any              `json:"configDefaults,omitempty" yaml:"configDefaults,omitempty"`
+}
+
+type pluginInfoHook struct {
+	Name    string `json:"name" yaml:"name"`
+	Timeout string `json:"timeout" yaml:"timeout"`
+	// TimeoutFrom: "config" (plugins.NAME.timeout), "plugin" (its own
+	// default) or "marina default".
+	TimeoutFrom string `json:"timeoutFrom" yaml:"timeoutFrom"`
+}
+
+type pluginInfoDep struct {
+	Name     string `json:"name" yaml:"name"`
+	Version  string `json:"version,omitempty" yaml:"version,omitempty"`
+	Optional bool   `json:"optional,omitempty" yaml:"optional,omitempty"`
+}
+
+func newPluginInfoView(d *sdk.Description, src, selected string, configured time.Duration) (*pluginInfoView, error) {
+	// Values as the plugin sent them: the JSON and YAML encoders escape
+	// control characters (the text output cleans them instead).
+	v := &pluginInfoView{
+		Name: d.Name, Version: d.Version, Protocol: d.Protocol, Source: src, Selection: selected,
+		Description: d.Description, Maintainer: d.Maintainer, Capabilities: d.Capabilities, Outputs: d.Outputs,
+		Hooks: []pluginInfoHook{},
+	}
+	for _, h := range d.Hooks {
+		hv := pluginInfoHook{Name: string(h), Timeout: d.Timeout(h).String(), TimeoutFrom: "marina default"}
+		switch {
+		case configured > 0:
+			hv.Timeout, hv.TimeoutFrom = configured.String(), "config"
+		case d.Timeouts[h] > 0:
+			hv.TimeoutFrom = "plugin"
+		}
+		v.Hooks = append(v.Hooks, hv)
+	}
+	for _, dep := range d.Dependencies {
+		v.Dependencies = append(v.Dependencies, pluginInfoDep{Name: dep.Name, Version: dep.Version, Optional: dep.Optional})
+	}
+	// The schema and defaults are JSON the plugin sent (checked at install
+	// and Describe); shown as objects.
+	for _, f := range []struct {
+		raw  []byte
+		dst  *any
+		name string
+	}{{d.ConfigSchema, &v.ConfigSchema, "config schema"}, {d.ConfigDefaults, &v.ConfigDefaults, "config defaults"}} {
+		if len(f.raw) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(f.raw, f.dst); err != nil {
+			return nil, fmt.Errorf("plugin %s: its %s is not JSON: %w", v.Name, f.name, err)
+		}
+	}
+	return v, nil
 }
 
 func newPluginInstallCmd(a *app) *cobra.Command {
