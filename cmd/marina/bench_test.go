@@ -192,10 +192,12 @@ func TestMedianMS(t *testing.T) {
 	}
 }
 
-// BenchmarkUpNoop (issue 5): `marina up` on the host driver when the lab is
-// already up (every step finds nothing to change), against the same `up
-// --reconcile` (every step applied) measured in the same run. Goal: no-op
-// up under 1 s. Needs the Docker engine and the test images (tier 2).
+// BenchmarkUpNoop (issues 5 and 14): `marina up` on the host driver when
+// the lab is already up (every step finds nothing to change), against the
+// same `up --reconcile` (every step applied) measured in the same run.
+// Issue 14's goal: no-op up <= 300 ms wall and >= 10x faster than
+// --reconcile (reported as figure lines, never asserted). Needs the Docker
+// engine and the test images (tier 2).
 func BenchmarkUpNoop(b *testing.B) {
 	dockertest.Require(b)
 	home := b.TempDir()
@@ -223,9 +225,7 @@ func BenchmarkUpNoop(b *testing.B) {
 	b.ReportMetric(n, "noop-ms")
 	b.ReportMetric(r, "reconcile-ms")
 	b.ReportMetric(n/r, "noop-vs-reconcile")
-	verdict := "met"
-	if n >= 1000 {
-		verdict = "NOT met"
-	}
-	b.Logf("medians of %d runs: no-op up %.0f ms, up --reconcile %.0f ms, ratio %.2fx; goal no-op up < 1 s: %s", len(noop), n, r, n/r, verdict)
+	b.Logf("medians of %d runs: no-op up %.0f ms, up --reconcile %.0f ms, reconcile/no-op %.1fx", len(noop), n, r, r/n)
+	logFigure(b, "no-op up (host driver) wall", fmt.Sprintf("%.0f ms", n), "<= 300 ms", "-", n <= 300)
+	logFigure(b, "no-op up vs up --reconcile", fmt.Sprintf("%.1fx faster", r/n), ">= 10x faster", fmt.Sprintf("--reconcile %.0f ms", r), r/n >= 10)
 }
