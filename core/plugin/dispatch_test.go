@@ -219,8 +219,10 @@ func TestDispatchConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if elapsed < time.Second || elapsed > 1800*time.Millisecond {
-		t.Errorf("two independent 1s hooks took %s, want about 1s", elapsed)
+	// Concurrency is shown by the overlap below (timestamps the hooks
+	// recorded), not by wall time, which load on the machine stretches.
+	if elapsed < time.Second {
+		t.Errorf("two 1s hooks took %s", elapsed)
 	}
 	if nanos(t, res["x"], "start") > nanos(t, res["y"], "end") || nanos(t, res["y"], "start") > nanos(t, res["x"], "end") {
 		t.Error("the hooks did not overlap")

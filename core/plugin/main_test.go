@@ -82,8 +82,12 @@ func tp(name, marker string, flags ...string) Spec {
 }
 
 // testOpts are fast supervision settings with a discarded log.
+// KillGrace is 2 s, not less: a cooperative plugin answers the shutdown
+// request and exits (its SDK teardown ends its hook's tree first), which
+// on a loaded 2-core CI machine took more than 300 ms, and Close reports a
+// plugin that needed SIGTERM as an error.
 func testOpts() Options {
-	return Options{Logger: slog.New(slog.DiscardHandler), KillGrace: 300 * time.Millisecond, StartTimeout: 20 * time.Second, HostVersion: "test"}
+	return Options{Logger: slog.New(slog.DiscardHandler), KillGrace: 2 * time.Second, StartTimeout: 20 * time.Second, HostVersion: "test"}
 }
 
 type proc struct {

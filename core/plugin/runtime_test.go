@@ -119,7 +119,7 @@ func TestStartDescribeValidateRunClose(t *testing.T) {
 // of the plugin is left.
 func TestHookMisbehaviour(t *testing.T) {
 	t.Parallel()
-	const grace = 300 * time.Millisecond
+	grace := testOpts().KillGrace
 	tests := []struct {
 		name      string
 		flags     []string
