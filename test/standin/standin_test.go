@@ -27,6 +27,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -471,16 +472,21 @@ func TestStandIn(t *testing.T) {
 			t.Fatalf("Corefile:\n%s\nwant kubeadm's:\n%s", cm.Data["Corefile"], want)
 		}
 		// marina's coredns plugin: edit the Corefile, restart CoreDNS,
-		// wait for the rollout by kubectl's rules.
-		hash, changed, err := coredns.EnsureCorefile(ctx, cs, []corefile.Forward{{Zone: "demo.internal", Resolvers: []string{"172.18.255.53"}}}, corefile.Options{CacheSeconds: 30})
+		// wait for the rollout by kubectl's rules (it speaks through the
+		// dynamic client).
+		dyn, err := dynamic.NewForConfig(b.rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash, changed, err := coredns.EnsureCorefile(ctx, dyn, []corefile.Forward{{Zone: "demo.internal", Resolvers: []string{"172.18.255.53"}}}, corefile.Options{CacheSeconds: 30})
 		if err != nil || !changed {
 			t.Fatalf("EnsureCorefile = %v, %v", changed, err)
 		}
-		restarted, err := coredns.EnsureRolledOut(ctx, cs, hash, time.Now())
+		restarted, err := coredns.EnsureRolledOut(ctx, dyn, hash, time.Now())
 		if err != nil || !restarted {
 			t.Fatalf("EnsureRolledOut = %v, %v", restarted, err)
 		}
-		if err := coredns.WaitRollout(ctx, cs, waitTimeout, 200*time.Millisecond); err != nil {
+		if err := coredns.WaitRollout(ctx, dyn, waitTimeout, 200*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 	})
