@@ -173,7 +173,7 @@ func usageProblems(errs []error) error {
 
 func newClusterDeleteCmd(a *app) *cobra.Command {
 	var f pipelineFlags
-	var all, yes bool
+	var all, yes, force bool
 	var selector string
 	cmd := &cobra.Command{
 		Use:     "delete [NAME... | -l SELECTOR | --all]",
@@ -181,7 +181,9 @@ func newClusterDeleteCmd(a *app) *cobra.Command {
 		Short:   "Delete clusters: their plugins' cleanup (e.g. DNS records) first, then nodes and kubeconfig entries",
 		Long: `Delete clusters. Each cluster's PreClusterDelete hooks run first (ExternalDNS's records
 are removed from the local zone), then its nodes, node files, kubeconfig file and
-kubeconfig entries.
+kubeconfig entries. A failing PreClusterDelete hook stops that cluster's delete before
+anything is removed (fix the cause and run it again); --force deletes it anyway and
+reports the hook's error as a warning.
 
 Say which clusters in exactly one way:
   NAME...         the named clusters (all must exist, or nothing is deleted)
@@ -227,6 +229,7 @@ status 2 and deletes nothing.`,
 			if err != nil {
 				return err
 			}
+			c.ForceDelete = force
 			req := deleteRequest{form: form, names: args, sel: sel, selector: selector, tty: tty, yes: yes}
 			names, err := a.clustersToDelete(cmd.Context(), lb, c, req)
 			if err != nil || len(names) == 0 {
@@ -250,6 +253,7 @@ status 2 and deletes nothing.`,
 	cmd.Flags().BoolVar(&all, "all", false, "delete every cluster")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "delete the clusters whose labels match this label selector (e.g. team=a)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required for --all and -l without a terminal)")
+	cmd.Flags().BoolVar(&force, "force", false, "delete even when a plugin's PreClusterDelete hook fails (its error becomes a warning; what it made may be left behind)")
 	return cmd
 }
 

@@ -85,6 +85,11 @@ type Clusters struct {
 	// APIServerAddress is the address kubeconfigs use (the VM's IP with
 	// lima; "" = 127.0.0.1 on the Docker host).
 	APIServerAddress string
+	// ForceDelete: a failing PreClusterDelete hook does not stop a delete
+	// (`cluster delete --force`); its error is reported as a warning and
+	// the cluster is deleted anyway. Without it the delete stops before
+	// anything is removed, so the hook can be fixed and the delete rerun.
+	ForceDelete bool
 }
 
 // clusterRun carries one create's state from step to step.
@@ -493,6 +498,10 @@ func (l *Lab) DeleteCluster(ctx context.Context, c *Clusters, name string, opts 
 				cluster.Kubeconfig = b
 			}
 			_, err = l.RunHook(ctx, sdk.PreClusterDelete, cluster, r)
+			if err != nil && c.ForceDelete {
+				r.Progress("warning: " + err.Error() + "; deleting " + name + " anyway (--force): what that plugin made for it may be left behind")
+				return nil
+			}
 			return err
 		}),
 		lifecycle.NewStep("Delete cluster "+name+" (kind)", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {

@@ -336,6 +336,49 @@ func TestCreateAndDeleteCluster(t *testing.T) {
 	}
 }
 
+// TestDeleteWithFailingCleanup (tier 3): a failing PreClusterDelete hook
+// stops the delete before anything is removed; with ForceDelete (`cluster
+// delete --force`) the cluster is deleted anyway and the hook's error is a
+// warning in the step's progress.
+func TestDeleteWithFailingCleanup(t *testing.T) {
+	kubetest.RequireAssets(t)
+	home := t.TempDir()
+	touch := filepath.Join(home, "touch")
+	p := newAPIProvider(t)
+	l, c := labFor(t, p, home, `{"mode":"ok","failOn":"PreClusterDelete","touch":"`+touch+`"}`)
+	ctx := context.Background()
+	if _, err := l.CreateCluster(ctx, c, ClusterSpec{Name: "keep"}, lifecycle.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(home, ".kube", "marina", "keep.kubeconfig")
+
+	err := l.DeleteCluster(ctx, c, "keep", lifecycle.Options{})
+	if err == nil || !strings.Contains(err.Error(), "failing PreClusterDelete on purpose") {
+		t.Fatalf("delete with a failing cleanup hook: %v", err)
+	}
+	if names, _ := p.List(ctx); len(names) != 1 {
+		t.Fatalf("clusters after the refused delete: %v (nothing may be removed)", names)
+	}
+	if _, err := os.Stat(kc); err != nil {
+		t.Fatalf("kubeconfig after the refused delete: %v", err)
+	}
+
+	c.ForceDelete = true
+	rec := &progressRecorder{}
+	if err := l.DeleteCluster(ctx, c, "keep", lifecycle.Options{Renderer: rec}); err != nil {
+		t.Fatalf("delete --force: %v", err)
+	}
+	if names, _ := p.List(ctx); len(names) != 0 {
+		t.Fatalf("clusters after delete --force: %v", names)
+	}
+	if _, err := os.Stat(kc); !os.IsNotExist(err) {
+		t.Fatalf("kubeconfig after delete --force: %v", err)
+	}
+	if !rec.contains("warning: ") || !rec.contains("failing PreClusterDelete on purpose") || !rec.contains("anyway (--force)") {
+		t.Errorf("the hook's error is not reported as a warning: %q", rec.lines())
+	}
+}
+
 // TestCreateFailingAtPostClusterLeavesNothing (tier 3): a PostCluster hook
 // fails; without --retain the cluster, its kubeconfig file and entries and
 // its slot reservation are gone, and the cleanup hook ran.
@@ -749,4 +792,36 @@ func refreshSummary(list []KubeconfigRefresh) string {
 		out = append(out, r.Name+"="+v)
 	}
 	return strings.Join(out, " ")
+}
+
+// progressRecorder is a lifecycle.Renderer that keeps progress messages.
+type progressRecorder struct {
+	mu  sync.Mutex
+	msg []string
+}
+
+func (r *progressRecorder) Handle(e lifecycle.Event) {
+	if e.Message == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msg = append(r.msg, e.Message)
+}
+
+func (r *progressRecorder) Close() {}
+
+func (r *progressRecorder) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msg...)
+}
+
+func (r *progressRecorder) contains(s string) bool {
+	for _, m := range r.lines() {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
