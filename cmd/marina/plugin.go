@@ -327,18 +327,19 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 	}
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
-		d, src, selected, err := a.findDescription(args[0])
+		// The config, read once, selects the version and the timeouts; info
+		// still answers when it does not load.
+		var plugins map[string]config.PluginConfig
+		if l, lerr := a.loadConfig(); lerr == nil {
+			plugins = l.Config.Plugins
+		}
+		d, src, selected, err := a.findDescription(args[0], plugins)
 		if err != nil {
 			return err
 		}
 		// The configured per-plugin timeout replaces the plugin's own
 		// default for every hook.
-		var configured time.Duration
-		if l, lerr := a.loadConfig(); lerr == nil {
-			if pc, ok := l.Config.Plugins[d.Name]; ok {
-				configured = pc.Timeout
-			}
-		}
+		configured := plugins[d.Name].Timeout
 		view, err := newPluginInfoView(d, src, selected, configured)
 		if err != nil {
 			return err
@@ -396,9 +397,9 @@ func indent(s, prefix string) string {
 // findDescription finds a built-in or installed plugin by NAME[@VERSION].
 // Without a version, an installed plugin is the version the config selects
 // (its plugins.NAME.version constraint, as `plugin list` shows), or the
-// highest installed when the config does not load or does not name it;
-// selected says which.
-func (a *app) findDescription(ref string) (d *sdk.Description, src, selected string, err error) {
+// highest installed when the config (plugins: nil when it did not load)
+// does not name it; selected says which.
+func (a *app) findDescription(ref string, plugins map[string]config.PluginConfig) (d *sdk.Description, src, selected string, err error) {
 	name, version, _ := strings.Cut(ref, "@")
 	if newPlugin, ok := builtins()[name]; ok && version == "" {
 		d, err := sdk.Describe(newPlugin())
@@ -415,18 +416,16 @@ func (a *app) findDescription(ref string) (d *sdk.Description, src, selected str
 		}
 		return inst.Description, inst.Source, "as asked (" + ref + ")", nil
 	}
-	if l, lerr := a.loadConfig(); lerr == nil {
-		if pc, ok := l.Config.Plugins[name]; ok {
-			inst, err := store.Resolve(name, pc.Version)
-			if err != nil {
-				return nil, "", "", exitcode.NewUsage(err)
-			}
-			constraint := pc.Version
-			if constraint == "" {
-				constraint = "any version"
-			}
-			return inst.Description, inst.Source, fmt.Sprintf("selected by the config (plugins.%s.version: %s)", name, constraint), nil
+	if pc, ok := plugins[name]; ok {
+		inst, err := store.Resolve(name, pc.Version)
+		if err != nil {
+			return nil, "", "", exitcode.NewUsage(err)
 		}
+		constraint := pc.Version
+		if constraint == "" {
+			constraint = "any version"
+		}
+		return inst.Description, inst.Source, fmt.Sprintf("selected by the config (plugins.%s.version: %s)", name, constraint), nil
 	}
 	inst, err := store.Resolve(name, "")
 	if err != nil {
