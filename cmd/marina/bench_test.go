@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bcollard/marina/test/bench"
 	"github.com/bcollard/marina/test/dockertest"
 )
 
@@ -226,6 +227,6 @@ func BenchmarkUpNoop(b *testing.B) {
 	b.ReportMetric(r, "reconcile-ms")
 	b.ReportMetric(n/r, "noop-vs-reconcile")
 	b.Logf("medians of %d runs: no-op up %.0f ms, up --reconcile %.0f ms, reconcile/no-op %.1fx", len(noop), n, r, r/n)
-	logFigure(b, "no-op up (host driver) wall", fmt.Sprintf("%.0f ms", n), "<= 300 ms", "-", n <= 300)
-	logFigure(b, "no-op up vs up --reconcile", fmt.Sprintf("%.1fx faster", r/n), ">= 10x faster", fmt.Sprintf("--reconcile %.0f ms", r), r/n >= 10)
+	bench.Figure(b, "no-op up (host driver) wall", fmt.Sprintf("%.0f ms", n), "<= 300 ms", "-", n <= 300)
+	bench.Figure(b, "no-op up vs up --reconcile", fmt.Sprintf("%.1fx faster", r/n), ">= 10x faster", fmt.Sprintf("--reconcile %.0f ms", r), r/n >= 10)
 }

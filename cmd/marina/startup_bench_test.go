@@ -42,6 +42,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bcollard/marina/test/bench"
 )
 
 // Issue 14's goals, reported beside each figure.
@@ -283,24 +285,12 @@ func reportStartup(b *testing.B, what string, runs, base []procRun) {
 	b.ReportMetric(ratio, "x-hello")
 	b.ReportMetric(hWall, "hello-ms")
 	b.ReportMetric(hPeak, "hello-MiB")
-	logFigure(b, what+" wall", fmt.Sprintf("%.1f ms = %.1fx hello", wall, ratio),
+	bench.Figure(b, what+" wall", fmt.Sprintf("%.1f ms = %.1fx hello", wall, ratio),
 		fmt.Sprintf("<= %gx hello", goalRatio), fmt.Sprintf("hello %.1f ms", hWall), ratio <= goalRatio)
-	logFigure(b, what+" peak RSS", fmt.Sprintf("%.1f MiB", peak),
+	bench.Figure(b, what+" peak RSS", fmt.Sprintf("%.1f MiB", peak),
 		fmt.Sprintf("<= %g MiB", goalPeakMB), fmt.Sprintf("hello %.1f MiB", hPeak), peak <= goalPeakMB)
 	b.Logf("medians of %d runs each: %s: wall %.1f ms, cpu %.1f ms, peak %.1f MiB; hello-world: wall %.1f ms, cpu %.1f ms, peak %.1f MiB",
 		len(runs), what, wall, cpu, peak, hWall, hCPU, hPeak)
-}
-
-// logFigure logs one figure as a tab-separated line test/bench/summary.sh
-// reads: "figure", what, value, goal, baseline, verdict (ASCII, so the
-// table's columns line up whatever awk counts).
-func logFigure(b *testing.B, what, value, goal, baseline string, met bool) {
-	b.Helper()
-	verdict := "met"
-	if !met {
-		verdict = "NOT met"
-	}
-	b.Logf("figure\t%s\t%s\t%s\t%s\t%s", what, value, goal, baseline, verdict)
 }
 
 // medians returns the median wall and CPU time (ms) and peak RSS (MiB) of runs.
@@ -416,7 +406,7 @@ func BenchmarkStartupInit(b *testing.B) {
 	b.ReportMetric(pkgs/n, "init-pkgs")
 	b.ReportMetric(allocated/n/(1<<20), "init-MiB")
 	b.ReportMetric(hSum, "hello-init-ms")
-	logFigure(b, "marina version package init", fmt.Sprintf("%.1f ms", sum),
+	bench.Figure(b, "marina version package init", fmt.Sprintf("%.1f ms", sum),
 		fmt.Sprintf("<= %g ms", goalInitMS), fmt.Sprintf("hello %.2f ms", hSum), sum <= goalInitMS)
 	type slow struct {
 		pkg string

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/test/bench"
 )
 
 // bareHandshake matches the handshake of testdata/bareplugin.
@@ -320,8 +321,8 @@ func BenchmarkPluginOverheadRatios(b *testing.B) {
 		conc, cpuMS["marina-five-concurrent"], bareConc, cpuMS["bare-goplugin-five-concurrent"])
 	b.Logf("marina vs bare go-plugin, one plugin: %.2fx (goal ≤ 1.5x: %s)", one/bare, verdict(one/bare <= 1.5))
 	b.Logf("marina (peer credentials) vs insecure bare go-plugin (%.1f ms): %.2fx (goal ≤ 1.5x: %s)", insecure, one/insecure, verdict(one/insecure <= 1.5))
-	benchFigure(b, "plugin launch+describe+hook+stop, authenticated", fmt.Sprintf("%.1f ms (%.2fx)", one, one/insecure), "<= 1.5x", fmt.Sprintf("bare go-plugin, no TLS: %.1f ms", insecure), one/insecure <= 1.5)
-	benchFigure(b, "five plugins at once vs one", fmt.Sprintf("%.1f ms (%.2fx)", conc, conc/one), "<= 2x", fmt.Sprintf("one: %.1f ms", one), conc/one <= 2)
+	bench.Figure(b, "plugin launch+describe+hook+stop, authenticated", fmt.Sprintf("%.1f ms (%.2fx)", one, one/insecure), "<= 1.5x", fmt.Sprintf("bare go-plugin, no TLS: %.1f ms", insecure), one/insecure <= 1.5)
+	bench.Figure(b, "five plugins at once vs one", fmt.Sprintf("%.1f ms (%.2fx)", conc, conc/one), "<= 2x", fmt.Sprintf("one: %.1f ms", one), conc/one <= 2)
 	b.Logf("five concurrent vs one: %.2fx (goal ≤ 2x: %s); bare go-plugin: %.2fx; five sequential vs one: %.2fx",
 		conc/one, verdict(conc/one <= 2), bareConc/bare, seq/one)
 	b.Logf("CPU floor of five concurrent on %d CPUs: %.1f ms = %.2fx one", cpus, cpuMS["marina-five-concurrent"]/float64(cpus),
@@ -386,15 +387,4 @@ func TestMedian(t *testing.T) {
 			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
 		}
 	}
-}
-
-// benchFigure logs a figure line for test/bench/summary.sh (the format of
-// cmd/marina's logFigure; ASCII): what, value, goal, baseline, verdict.
-func benchFigure(b *testing.B, what, value, goal, baseline string, met bool) {
-	b.Helper()
-	v := "met"
-	if !met {
-		v = "NOT met"
-	}
-	b.Logf("figure\t%s\t%s\t%s\t%s\t%s", what, value, goal, baseline, v)
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # summary.sh — the figures of a `go test -bench` run that have a goal, as a
 # table (`make bench` pipes its output through here). A benchmark states a
-# figure by logging one tab-separated line (cmd/marina's logFigure):
+# figure by logging one tab-separated line (test/bench.Figure):
 #
 #   figure<TAB>what<TAB>value<TAB>goal<TAB>baseline<TAB>verdict
 #
