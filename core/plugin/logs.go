@@ -360,15 +360,19 @@ func excerpt(s string, n int) string {
 // lineWriter splits a byte stream into lines for emit. go-plugin writes a
 // line and its newline separately, and stdio chunks arbitrarily.
 type lineWriter struct {
-	mu   sync.Mutex
-	buf  []byte
-	emit func(string)
+	mu     sync.Mutex
+	buf    []byte
+	emit   func(string)
+	closed bool // Close was called: later writes are dropped
 }
 
 func (w *lineWriter) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(b)
+	if w.closed {
+		return n, nil
+	}
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
@@ -393,6 +397,22 @@ func (w *lineWriter) Flush() {
 	if len(w.buf) > 0 {
 		w.flushLocked()
 	}
+}
+
+// Close emits a final unterminated line and drops whatever is written
+// later. go-plugin's stdio relay can still deliver a chunk after the
+// plugin was stopped (it does not wait for its copying goroutine): that
+// chunk starts in the middle of a line whose start was just emitted, and a
+// line cut there can begin inside an escape sequence whose introducer went
+// with the first part, so cleaning it line by line would pass on the
+// sequence's payload as text.
+func (w *lineWriter) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.flushLocked()
+	}
+	w.closed = true
 }
 
 func (w *lineWriter) flushLocked() {

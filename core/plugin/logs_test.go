@@ -118,6 +118,26 @@ func TestLineWriter(t *testing.T) {
 	}
 }
 
+// TestLineWriterClose: what go-plugin's stdio relay delivers after the
+// plugin was stopped is dropped, not emitted as a line of its own. Such a
+// chunk starts mid-line, possibly inside an escape sequence whose
+// introducer was flushed with the line's start: emitted, it would carry the
+// sequence's payload as text ("pwned" of an OSC title; seen in CI as a
+// flake of TestStderrFloodAndEscapes).
+func TestLineWriterClose(t *testing.T) {
+	var got []string
+	w := &lineWriter{emit: func(s string) { got = append(got, s) }}
+	_, _ = w.Write([]byte("whole line\n\x1b]0;"))
+	w.Close()
+	if n, err := w.Write([]byte("pwned\x07 rest of the line\nnext line\n")); n != 34 || err != nil {
+		t.Errorf("Write after Close = %d, %v; want every byte taken, no error", n, err)
+	}
+	w.Close()
+	if want := []string{"whole line", "\x1b]0;"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("lines = %q, want %q", got, want)
+	}
+}
+
 func TestHclogAdapter(t *testing.T) {
 	rec := newRecorder(slog.LevelInfo)
 	h := &hclogAdapter{logger: slog.New(rec), relayAs: "acme-bin"}

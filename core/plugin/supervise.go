@@ -90,7 +90,7 @@ func (i *Instance) stopProcess() error {
 	}
 	i.releaseClient(r, grace)
 	for _, w := range i.stdio {
-		w.Flush() // a last line without a newline
+		w.Close() // a last line without a newline; nothing after
 	}
 	if i.releaseLifetime != nil {
 		i.releaseLifetime()
