@@ -32,7 +32,8 @@ func (e *ConfigError) Error() string {
 type configValidator interface{ Validate() []Diagnostic }
 
 // DecodeConfig decodes user JSON over a copy of defaults into dst, strictly:
-// unknown fields and wrongly typed values are errors naming their path, and a
+// unknown fields and wrongly typed values are errors naming their path, the
+// field rules of `marina` struct tags are enforced (see fieldRules), and a
 // Validate method on the config type is called. defaults may be nil.
 func DecodeConfig(userJSON []byte, defaults any, dst any) error {
 	rv := reflect.ValueOf(dst)
@@ -48,9 +49,9 @@ func DecodeConfig(userJSON []byte, defaults any, dst any) error {
 			return fmt.Errorf("sdk: applying config defaults: %w", err)
 		}
 	}
-	diags := CheckConfig(userJSON, rv.Elem().Type())
-	if len(diags) > 0 {
-		return &ConfigError{Diagnostics: diags}
+	checked := checkConfig(userJSON, rv.Elem().Type())
+	if len(checked.ds) > 0 {
+		return &ConfigError{Diagnostics: append(checked.ds, checked.rules...)}
 	}
 	if len(bytes.TrimSpace(userJSON)) > 0 && !bytes.Equal(bytes.TrimSpace(userJSON), []byte("null")) {
 		// Durations are written "30s" by users but time.Duration decodes
@@ -68,10 +69,14 @@ func DecodeConfig(userJSON []byte, defaults any, dst any) error {
 			return &ConfigError{Diagnostics: []Diagnostic{jsonDiagnostic(err)}}
 		}
 	}
+	// A value that breaks a field rule still decodes: the config's own
+	// Validate runs too, so the user sees every problem at once.
+	ds := checked.rules
 	if v, ok := dst.(configValidator); ok {
-		if ds := errorsOnly(v.Validate()); len(ds) > 0 {
-			return &ConfigError{Diagnostics: ds}
-		}
+		ds = append(ds, errorsOnly(v.Validate())...)
+	}
+	if len(ds) > 0 {
+		return &ConfigError{Diagnostics: ds}
 	}
 	return nil
 }
@@ -100,20 +105,39 @@ func jsonDiagnostic(err error) Diagnostic {
 // CheckConfig walks user JSON against the config type t and reports unknown
 // fields (with a suggestion) and values of the wrong type, with their paths.
 func CheckConfig(userJSON []byte, t reflect.Type) []Diagnostic {
-	trimmed := bytes.TrimSpace(userJSON)
-	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		return nil
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return []Diagnostic{Errorf("", "config is not valid JSON: %v", err)}
-	}
-	var ds []Diagnostic
-	checkValue(v, t, "", &ds)
-	return ds
+	c := checkConfig(userJSON, t)
+	return append(c.ds, c.rules...)
 }
+
+func checkConfig(userJSON []byte, t reflect.Type) *checkState {
+	trimmed := bytes.TrimSpace(userJSON)
+	var v any
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		st := t
+		for st.Kind() == reflect.Pointer {
+			st = st.Elem()
+		}
+		if st.Kind() != reflect.Struct || decodesItself(st) {
+			return &checkState{}
+		}
+		v = map[string]any{} // no config section: its required fields are missing
+	} else {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			return &checkState{ds: []Diagnostic{Errorf("", "config is not valid JSON: %v", err)}}
+		}
+	}
+	c := &checkState{}
+	checkValue(v, t, "", c)
+	return c
+}
+
+// checkState collects what CheckConfig finds: ds, what keeps the config
+// from decoding into its type (unknown fields, wrong types), and rules,
+// values that decode but break a field rule (required, enum, min, max,
+// pattern).
+type checkState struct{ ds, rules []Diagnostic }
 
 var (
 	durationType        = reflect.TypeFor[time.Duration]()
@@ -132,7 +156,7 @@ func decodesItself(t reflect.Type) bool {
 
 // checkSelfDecoding lets a type that parses itself judge v, reporting its
 // error at path.
-func checkSelfDecoding(v any, t reflect.Type, path string, ds *[]Diagnostic) {
+func checkSelfDecoding(v any, t reflect.Type, path string, c *checkState) {
 	target := reflect.New(t).Interface()
 	if u, ok := target.(json.Unmarshaler); ok {
 		b, err := json.Marshal(v)
@@ -140,21 +164,21 @@ func checkSelfDecoding(v any, t reflect.Type, path string, ds *[]Diagnostic) {
 			err = u.UnmarshalJSON(b)
 		}
 		if err != nil {
-			*ds = append(*ds, Errorf(path, "invalid value: %v", err))
+			c.ds = append(c.ds, Errorf(path, "invalid value: %v", err))
 		}
 		return
 	}
 	s, ok := v.(string)
 	if !ok {
-		*ds = append(*ds, Errorf(path, "must be a string, got %v", v))
+		c.ds = append(c.ds, Errorf(path, "must be a string, got %v", v))
 		return
 	}
 	if err := target.(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
-		*ds = append(*ds, Errorf(path, "invalid value %q: %v", s, err))
+		c.ds = append(c.ds, Errorf(path, "invalid value %q: %v", s, err))
 	}
 }
 
-func checkValue(v any, t reflect.Type, path string, ds *[]Diagnostic) {
+func checkValue(v any, t reflect.Type, path string, c *checkState) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -165,7 +189,7 @@ func checkValue(v any, t reflect.Type, path string, ds *[]Diagnostic) {
 		return // free-form
 	}
 	if decodesItself(t) {
-		checkSelfDecoding(v, t, path, ds)
+		checkSelfDecoding(v, t, path, c)
 		return
 	}
 	switch x := v.(type) {
@@ -173,54 +197,63 @@ func checkValue(v any, t reflect.Type, path string, ds *[]Diagnostic) {
 		switch t.Kind() {
 		case reflect.Struct:
 			fields := jsonFields(t)
+			rules := rulesOf(t)
+			if rules.err != nil {
+				c.ds = append(c.ds, Errorf(path, "the plugin's config schema is invalid, a bug in the plugin to report to its maintainer: %v", rules.err))
+			}
 			for _, k := range sortedKeys(x) {
 				f, ok := fields[k]
 				if !ok {
-					*ds = append(*ds, Errorf(joinPath(path, k), "unknown field %q%s", k, suggestField(k, fields)))
+					c.ds = append(c.ds, Errorf(joinPath(path, k), "unknown field %q%s", k, suggestField(k, fields)))
 					continue
 				}
-				checkValue(x[k], f.Type, joinPath(path, k), ds)
+				before := len(c.ds)
+				checkValue(x[k], f.Type, joinPath(path, k), c)
+				if r := rules.byName[k]; r != nil && len(c.ds) == before {
+					checkRules(x[k], f.Type, r, joinPath(path, k), &c.rules)
+				}
 			}
+			checkRequired(x, t, path, &c.rules)
 		case reflect.Map:
 			for _, k := range sortedKeys(x) {
-				checkValue(x[k], t.Elem(), joinPath(path, k), ds)
+				checkValue(x[k], t.Elem(), joinPath(path, k), c)
 			}
 		default:
-			*ds = append(*ds, Errorf(path, "must be %s, got an object", kindName(t)))
+			c.ds = append(c.ds, Errorf(path, "must be %s, got an object", kindName(t)))
 		}
 	case []any:
 		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
-			*ds = append(*ds, Errorf(path, "must be %s, got a list", kindName(t)))
+			c.ds = append(c.ds, Errorf(path, "must be %s, got a list", kindName(t)))
 			return
 		}
 		for i, item := range x {
-			checkValue(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ds)
+			checkValue(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), c)
 		}
 	case string:
 		if t == durationType {
 			if _, err := time.ParseDuration(x); err != nil {
-				*ds = append(*ds, Errorf(path, "must be a duration such as 30s or 5m, got %q", x))
+				c.ds = append(c.ds, Errorf(path, "must be a duration such as 30s or 5m, got %q", x))
 			}
 			return
 		}
 		if t.Kind() != reflect.String {
-			*ds = append(*ds, Errorf(path, "must be %s, got the string %q", kindName(t), x))
+			c.ds = append(c.ds, Errorf(path, "must be %s, got the string %q", kindName(t), x))
 		}
 	case bool:
 		if t.Kind() != reflect.Bool {
-			*ds = append(*ds, Errorf(path, "must be %s, got %v", kindName(t), x))
+			c.ds = append(c.ds, Errorf(path, "must be %s, got %v", kindName(t), x))
 		}
 	case json.Number:
 		switch t.Kind() {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 			if t == durationType {
-				*ds = append(*ds, Errorf(path, "must be a duration such as 30s or 5m, got %s", x))
+				c.ds = append(c.ds, Errorf(path, "must be a duration such as 30s or 5m, got %s", x))
 			} else if _, err := x.Int64(); err != nil {
-				*ds = append(*ds, Errorf(path, "must be a whole number, got %s", x))
+				c.ds = append(c.ds, Errorf(path, "must be a whole number, got %s", x))
 			}
 		case reflect.Float32, reflect.Float64:
 		default:
-			*ds = append(*ds, Errorf(path, "must be %s, got %s", kindName(t), x))
+			c.ds = append(c.ds, Errorf(path, "must be %s, got %s", kindName(t), x))
 		}
 	}
 }
@@ -448,9 +481,42 @@ func ConfigSchema(defaults any) ([]byte, error) {
 		return nil, nil
 	}
 	v := reflect.ValueOf(defaults)
+	if err := rulesError(v.Type(), map[reflect.Type]bool{}); err != nil {
+		return nil, err
+	}
 	s := schemaFor(v.Type(), v)
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	return json.MarshalIndent(s, "", "  ")
+}
+
+// rulesError returns the first malformed `marina` tag in the struct types
+// reachable from t.
+func rulesError(t reflect.Type, seen map[reflect.Type]bool) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if seen[t] {
+		return nil
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Struct:
+		if decodesItself(t) {
+			return nil
+		}
+		if err := rulesOf(t).err; err != nil {
+			return err
+		}
+		fields := jsonFields(t)
+		for _, name := range sortedKeys(fields) {
+			if err := rulesError(fields[name].Type, seen); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return rulesError(t.Elem(), seen)
+	}
+	return nil
 }
 
 func schemaFor(t reflect.Type, v reflect.Value) map[string]any {
@@ -495,6 +561,8 @@ func schemaFor(t reflect.Type, v reflect.Value) map[string]any {
 		s["type"] = "object"
 		s["additionalProperties"] = false
 		props := map[string]any{}
+		rules := rulesOf(t)
+		var required []string
 		for name, f := range jsonFields(t) {
 			var fv reflect.Value
 			if v.IsValid() {
@@ -504,9 +572,20 @@ func schemaFor(t reflect.Type, v reflect.Value) map[string]any {
 			if d := f.Tag.Get("doc"); d != "" {
 				p["description"] = d
 			}
+			if r := rules.byName[name]; r != nil {
+				schemaRules(p, f.Type, r)
+				if r.required {
+					required = append(required, name)
+					delete(p, "default") // the user sets it: a zero default says nothing
+				}
+			}
 			props[name] = p
 		}
 		s["properties"] = props
+		if len(required) > 0 {
+			sort.Strings(required)
+			s["required"] = required
+		}
 		return s
 	case reflect.Map:
 		s["type"] = "object"

@@ -21,12 +21,12 @@ type Config struct {
 	// v0.23 delays a synchronisation triggered by a change (--events) by up
 	// to 5 s (controller.ScheduleRunOnce), unless the next periodic one is
 	// sooner. A full synchronisation here is one read of the local etcd.
-	Interval time.Duration `json:"interval" doc:"Time between two full synchronisations (at least 1s): how long a new Service's name takes to appear at most. Changes trigger one sooner too, but ExternalDNS delays those by up to 5s."`
+	Interval time.Duration `json:"interval" marina:"min=1s" doc:"Time between two full synchronisations (at least 1s): how long a new Service's name takes to appear at most. Changes trigger one sooner too, but ExternalDNS delays those by up to 5s."`
 	// MinEventSyncInterval is the least time between two synchronisations
 	// (--min-event-sync-interval).
 	MinEventSyncInterval time.Duration `json:"minEventSyncInterval" doc:"Least time between two synchronisations triggered by changes (100ms up to interval)."`
 	// Policy is how records are synchronised (--policy).
-	Policy string `json:"policy" doc:"Record policy: sync (create, update and delete), upsert-only (never delete) or create-only."`
+	Policy string `json:"policy" marina:"enum=sync|upsert-only|create-only" doc:"Record policy: sync (create, update and delete), upsert-only (never delete) or create-only."`
 	// StrictlyOwned stores the owner inside every etcd record and makes each
 	// cluster's ExternalDNS see only its own records (--coredns-strictly-owned).
 	StrictlyOwned bool `json:"strictlyOwned" doc:"Store the owner (cluster name) in every etcd record and let each cluster see only its own (ExternalDNS's multi-cluster mode for one etcd)."`
@@ -58,8 +58,8 @@ var knownSources = []string{"service", "ingress"}
 // (source/service.go, knownServiceTypes, in ExternalDNS v0.23.0).
 var knownServiceTypes = []string{"ClusterIP", "NodePort", "LoadBalancer", "ExternalName"}
 
-// knownPolicies are the values --policy accepts (pkg/apis/externaldns/types.go).
-var knownPolicies = []string{"sync", "upsert-only", "create-only"}
+// The values --policy accepts (pkg/apis/externaldns/types.go) are the
+// enum of Config.Policy.
 
 // maxReadyTimeout is a sanity bound; the PostCluster hook's deadline
 // (plugins.externaldns.timeout) bounds the wait as well.
@@ -96,14 +96,8 @@ func (c *Config) Validate() []sdk.Diagnostic {
 		}
 		seen[t] = true
 	}
-	if c.Interval < time.Second {
-		ds = append(ds, sdk.Errorf("interval", "must be at least 1s, got %s", c.Interval))
-	}
 	if c.MinEventSyncInterval < 100*time.Millisecond || (c.Interval >= time.Second && c.MinEventSyncInterval > c.Interval) {
 		ds = append(ds, sdk.Errorf("minEventSyncInterval", "must be between 100ms and interval (%s), got %s", c.Interval, c.MinEventSyncInterval))
-	}
-	if !slices.Contains(knownPolicies, c.Policy) {
-		ds = append(ds, sdk.Errorf("policy", "unknown policy %q: use one of %s", c.Policy, strings.Join(knownPolicies, ", ")))
 	}
 	if c.WaitReady && (c.ReadyTimeout < time.Second || c.ReadyTimeout > maxReadyTimeout) {
 		ds = append(ds, sdk.Errorf("readyTimeout", "must be between 1s and %s when waitReady is set, got %s", maxReadyTimeout, c.ReadyTimeout))

@@ -22,11 +22,11 @@ type Config struct {
 	// ServerContainer is the CoreDNS container's name.
 	ServerContainer string `json:"serverContainer" doc:"Name of the CoreDNS container that answers for the zone."`
 	// CacheSeconds caps how long CoreDNS caches answers; 0 caches nothing.
-	CacheSeconds int `json:"cacheSeconds" doc:"How long CoreDNS may cache answers, in seconds (0-3600); 0 caches nothing, so record changes show at once."`
+	CacheSeconds int `json:"cacheSeconds" marina:"min=0,max=3600" doc:"How long CoreDNS may cache answers, in seconds (0-3600); 0 caches nothing, so record changes show at once."`
 	// LogQueries makes CoreDNS log every query (docker logs <serverContainer>).
 	LogQueries bool `json:"logQueries" doc:"Log every DNS query to the CoreDNS container's output (docker logs marina-dns)."`
 	// ReadyTimeout bounds the wait for each container to become ready.
-	ReadyTimeout time.Duration `json:"readyTimeout" doc:"How long PostUp waits for etcd to report healthy and for CoreDNS to stay up (1s-10m)."`
+	ReadyTimeout time.Duration `json:"readyTimeout" marina:"min=1s,max=10m" doc:"How long PostUp waits for etcd to report healthy and for CoreDNS to stay up (1s-10m)."`
 	// Labels are extra labels put on both containers.
 	Labels map[string]string `json:"labels" doc:"Extra Docker labels put on both containers (for your own tooling)."`
 }
@@ -45,12 +45,6 @@ func defaultConfig() *Config {
 		ReadyTimeout:    time.Minute,
 	}
 }
-
-// Bounds of the config's numbers.
-const (
-	maxCacheSeconds = 3600
-	maxReadyTimeout = 10 * time.Minute
-)
 
 // containerName is what Docker accepts as a container name.
 var containerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`) })
@@ -75,12 +69,7 @@ func (c *Config) Validate() []sdk.Diagnostic {
 	if c.EtcdContainer == c.ServerContainer && c.EtcdContainer != "" {
 		ds = append(ds, sdk.Errorf("serverContainer", "is %q, the same as etcdContainer: the two containers need different names", c.ServerContainer))
 	}
-	if c.CacheSeconds < 0 || c.CacheSeconds > maxCacheSeconds {
-		ds = append(ds, sdk.Errorf("cacheSeconds", "must be between 0 (no cache) and %d, got %d", maxCacheSeconds, c.CacheSeconds))
-	}
-	if c.ReadyTimeout < time.Second || c.ReadyTimeout > maxReadyTimeout {
-		ds = append(ds, sdk.Errorf("readyTimeout", "must be between 1s and %s, got %s", maxReadyTimeout, c.ReadyTimeout))
-	}
+	// cacheSeconds and readyTimeout: bounded by their field rules.
 	keys := make([]string, 0, len(c.Labels))
 	for k := range c.Labels {
 		keys = append(keys, k)

@@ -2,8 +2,6 @@ package registries
 
 import (
 	"net/netip"
-	"slices"
-	"strings"
 
 	"github.com/bcollard/marina/sdk"
 )
@@ -17,7 +15,7 @@ type Config struct {
 	// published on; "" publishes nothing.
 	PublishAddress string `json:"publishAddress" doc:"Address on the Docker host (the VM) where each mirror's port is published, e.g. 127.0.0.1 or 0.0.0.0; empty publishes nothing (cluster nodes reach the mirrors by name on the kind network either way)."`
 	// LogLevel is the mirrors' log level.
-	LogLevel string `json:"logLevel" doc:"Log level of the mirror registries: error, warn, info or debug."`
+	LogLevel string `json:"logLevel" marina:"enum=error|warn|info|debug" doc:"Log level of the mirror registries: error, warn, info or debug."`
 }
 
 // defaultConfig is the plugin's defaults (Info.Config).
@@ -25,8 +23,8 @@ func defaultConfig() *Config {
 	return &Config{PublishAddress: "127.0.0.1", LogLevel: "info"}
 }
 
-// logLevels are the levels distribution's registry accepts (log.level).
-var logLevels = []string{"error", "warn", "info", "debug"}
+// The levels distribution's registry accepts (log.level) are the enum of
+// Config.LogLevel.
 
 // Validate checks the config; it is called by the SDK after decoding.
 func (c *Config) Validate() []sdk.Diagnostic {
@@ -35,9 +33,6 @@ func (c *Config) Validate() []sdk.Diagnostic {
 		if _, err := netip.ParseAddr(c.PublishAddress); err != nil {
 			ds = append(ds, sdk.Errorf("publishAddress", "%q is not an IP address; use 127.0.0.1 (the default), 0.0.0.0, or \"\" to publish nothing", c.PublishAddress))
 		}
-	}
-	if !slices.Contains(logLevels, c.LogLevel) {
-		ds = append(ds, sdk.Errorf("logLevel", "%q is not one of %s", c.LogLevel, strings.Join(logLevels, ", ")))
 	}
 	return ds
 }
