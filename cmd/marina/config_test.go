@@ -116,6 +116,49 @@ plugins:
 	}
 }
 
+// TestConfigValidateFieldRules: the built-ins' field rules (the sdk's
+// `marina` tags: enum, min, max) are enforced by `config validate`, one
+// problem per field at its file line, with a did-you-mean for a near miss.
+func TestConfigValidateFieldRules(t *testing.T) {
+	home := t.TempDir()
+	path := writeConfigFile(t, home, `plugins:
+  registries:
+    enabled: true
+    config:
+      logLevel: debgu
+  localdns:
+    enabled: true
+    config:
+      cacheSeconds: 99999
+      readyTimeout: 1h
+  externaldns:
+    enabled: true
+    config:
+      policy: Sync
+`)
+	r := marina(t, home, nil, "config", "validate", "-o", "json")
+	if r.code != 2 {
+		t.Fatalf("exit %d, want 2\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var res validateResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	var got []string
+	for _, p := range res.Problems {
+		got = append(got, p.Path+" @ "+p.Where+": "+p.Message)
+	}
+	want := []string{
+		"plugins.registries.config.logLevel @ " + path + ":5:7: must be one of error, warn, info, debug, got \"debgu\"; did you mean \"debug\"? (plugin registries)",
+		"plugins.localdns.config.cacheSeconds @ " + path + ":9:7: must be at most 3600, got 99999 (plugin localdns)",
+		"plugins.localdns.config.readyTimeout @ " + path + ":10:7: must be at most 10m0s, got 1h (plugin localdns)",
+		"plugins.externaldns.config.policy @ " + path + ":14:7: must be one of sync, upsert-only, create-only, got \"Sync\"; did you mean \"sync\"? (values are case-sensitive) (plugin externaldns)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("problems:\n%s\nwant:\n%s\n(%s)", strings.Join(got, "\n"), strings.Join(want, "\n"), r.stderr)
+	}
+}
+
 // TestConfigValidateLargePluginConfig: a plugin config section over the node
 // limit used to be dropped and the file called valid.
 func TestConfigValidateLargePluginConfig(t *testing.T) {
