@@ -262,10 +262,10 @@ func checkRules(v any, t reflect.Type, r *fieldRules, path string, ds *[]Diagnos
 		}
 		n := float64(utf8.RuneCountInString(s))
 		if r.min != nil && n < *r.min {
-			*ds = append(*ds, Errorf(path, "must be at least %s characters long, got %q", formatBound(*r.min), excerptValue(s)))
+			*ds = append(*ds, Errorf(path, "must be at least %s long, got %q", plural(*r.min, "character"), excerptValue(s)))
 		}
 		if r.max != nil && n > *r.max {
-			*ds = append(*ds, Errorf(path, "must be at most %s characters long, got %d", formatBound(*r.max), int(n)))
+			*ds = append(*ds, Errorf(path, "must be at most %s long, got %d", plural(*r.max, "character"), int(n)))
 		}
 		checkString(s, r, path, ds)
 	case kindList:
@@ -273,7 +273,7 @@ func checkRules(v any, t reflect.Type, r *fieldRules, path string, ds *[]Diagnos
 		if !ok {
 			return
 		}
-		checkCount(len(items), "items", r, path, ds)
+		checkCount(len(items), "item", r, path, ds)
 		it := itemType(t)
 		for i, item := range items {
 			p := fmt.Sprintf("%s[%d]", path, i)
@@ -290,18 +290,26 @@ func checkRules(v any, t reflect.Type, r *fieldRules, path string, ds *[]Diagnos
 		}
 	case kindMap:
 		if m, ok := v.(map[string]any); ok {
-			checkCount(len(m), "entries", r, path, ds)
+			checkCount(len(m), "key", r, path, ds)
 		}
 	}
 }
 
 func checkCount(n int, what string, r *fieldRules, path string, ds *[]Diagnostic) {
 	if r.min != nil && float64(n) < *r.min {
-		*ds = append(*ds, Errorf(path, "must have at least %s %s, got %d", formatBound(*r.min), what, n))
+		*ds = append(*ds, Errorf(path, "must have at least %s, got %d", plural(*r.min, what), n))
 	}
 	if r.max != nil && float64(n) > *r.max {
-		*ds = append(*ds, Errorf(path, "must have at most %s %s, got %d", formatBound(*r.max), what, n))
+		*ds = append(*ds, Errorf(path, "must have at most %s, got %d", plural(*r.max, what), n))
 	}
+}
+
+// plural renders a count and a noun: "1 item", "2 items".
+func plural(n float64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return formatBound(n) + " " + noun + "s"
 }
 
 // checkString applies enum and pattern to one string.

@@ -71,8 +71,8 @@ func TestFieldRulesEnforced(t *testing.T) {
 			`sources[1]: must be one of service, ingress, got "ingres"; did you mean "ingress"?`,
 			`sources[2]: must be one of service, ingress, got "crd"`,
 		}},
-		{name: "empty list", config: `{"namespace":"ab","sources":[]}`, want: []string{"sources: must have at least 1 items, got 0"}},
-		{name: "map count", config: `{"namespace":"ab","labels":{"a":"1","b":"2","c":"3"}}`, want: []string{"labels: must have at most 2 entries, got 3"}},
+		{name: "empty list", config: `{"namespace":"ab","sources":[]}`, want: []string{"sources: must have at least 1 item, got 0"}},
+		{name: "map count", config: `{"namespace":"ab","labels":{"a":"1","b":"2","c":"3"}}`, want: []string{"labels: must have at most 2 keys, got 3"}},
 		{name: "durations", config: `{"namespace":"ab","timeout":"500ms"}`, want: []string{"timeout: must be at least 1s, got 500ms"}},
 		{name: "duration max", config: `{"namespace":"ab","timeout":"1h"}`, want: []string{"timeout: must be at most 10m0s, got 1h"}},
 		{name: "nested required only where written", config: `{"namespace":"ab","upstream":{"port":70000}}`, want: []string{
