@@ -121,7 +121,8 @@ file: it will not be launched), lock unreadable (the lock file ~/.marina/plugins
 cannot be read, so no installed plugin can be checked and run) or shadowed (installed
 under the name of a built-in, which always wins). Exit status 1 when any binary is
 modified or the lock file is unreadable. It reads the store's manifests, hashes the
-installed binaries and starts no plugin.`,
+installed binaries and starts no plugin. Like every command that resolves the plugins, it
+first pins in the lock file the versions the config selects, when they changed.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			rows, problems, err := a.pluginRows()
@@ -771,11 +772,28 @@ func newPluginVerifyCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check every installed plugin binary against its recorded sha256 and the lock file (exit 1 on mismatch)",
-		Args:  cobra.NoArgs,
+		Long: `Check every installed plugin version: its binary must have the sha256 recorded at install
+and, for the version the lock file ~/.marina/plugins.lock pins (shown as pinned), the one
+pinned there. The lock file first follows the config: the versions plugins.<name>.version
+selects are pinned, as by every command that resolves the plugin set, so what verify
+checks as pinned is what plugin list shows as active. Another build of a pinned version is
+never pinned over it: it fails verification. Exit status 1 when any binary fails. It
+starts no plugin.`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			store, err := a.openStore()
+			var store *pluginstore.Store
+			l, err := a.loadConfig()
+			if err == nil {
+				_, store, err = a.resolvePlugins(l)
+			}
 			if err != nil {
-				return err
+				// Checking the binaries must not depend on the config.
+				fmt.Fprintf(a.err, "Warning: the lock file may not follow the config, which does not resolve: %v\n", err)
+			}
+			if store == nil {
+				if store, err = a.openStore(); err != nil {
+					return err
+				}
 			}
 			results, err := store.VerifyAll()
 			if err != nil {
@@ -797,10 +815,14 @@ func newPluginVerifyCmd(a *app) *cobra.Command {
 				}
 			} else {
 				for _, r := range rows {
+					pinned := ""
+					if r.Pinned {
+						pinned = " (pinned)"
+					}
 					if r.OK {
-						fmt.Fprintf(a.out, "ok       %s %s\n", r.Name, r.Version)
+						fmt.Fprintf(a.out, "ok       %s %s%s\n", r.Name, r.Version, pinned)
 					} else {
-						fmt.Fprintf(a.out, "MODIFIED %s %s: %s\n", r.Name, r.Version, r.Error)
+						fmt.Fprintf(a.out, "MODIFIED %s %s%s: %s\n", r.Name, r.Version, pinned, r.Error)
 					}
 				}
 				if len(rows) == 0 {
@@ -865,8 +887,21 @@ func servePlugin(name string, stderr io.Writer) int {
 	return exitcode.OK
 }
 
-// resolvePlugins returns the plugin set of the effective config.
+// resolvePlugins returns the plugin set of the effective config, and
+// brings the lock file up to date with it (followConfig): every command
+// that resolves the set (plugin list and verify, config validate, doctor,
+// up, cluster, ...) pins the versions the config selects, so a version
+// edited by hand in the config is recorded at the next command.
 func (a *app) resolvePlugins(l *config.Loaded) ([]pluginset.Entry, *pluginstore.Store, error) {
+	entries, store, err := a.resolveSet(l)
+	if store != nil {
+		a.followConfig(store, entries)
+	}
+	return entries, store, err
+}
+
+// resolveSet is resolvePlugins without touching the lock file.
+func (a *app) resolveSet(l *config.Loaded) ([]pluginset.Entry, *pluginstore.Store, error) {
 	store, err := a.openStore()
 	if err != nil {
 		return nil, nil, err
@@ -879,15 +914,35 @@ func (a *app) resolvePlugins(l *config.Loaded) ([]pluginset.Entry, *pluginstore.
 	return entries, store, err
 }
 
-// pinSelection records the versions the config selects in the lock file.
+// followConfig records in the lock file the versions entries select
+// (pluginset.Sync). It does not fail the command: another build of a
+// pinned version and an unreadable lock file are what the verification
+// that follows every resolve reports (plugin list, plugin verify, and the
+// check before a launch refuse them); any other failure to record is a
+// warning, and the next command tries again.
+func (a *app) followConfig(store *pluginstore.Store, entries []pluginset.Entry) {
+	err := pluginset.Sync(store, entries)
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, pluginstore.ErrLockMismatch) && !errors.Is(err, pluginstore.ErrInvalid) {
+			fmt.Fprintf(a.err, "Warning: the plugin versions the config selects were not recorded in the lock file: %v\n", err)
+		}
+	}
+}
+
+// pinSelection records the versions the config selects in the lock file;
+// unlike followConfig it fails on anything it could not record.
 func (a *app) pinSelection() error {
 	l, err := a.loadConfig()
 	if err != nil {
 		return err
 	}
-	entries, store, err := a.resolvePlugins(l)
+	entries, store, err := a.resolveSet(l)
 	if err != nil {
 		return err
 	}
-	return pluginset.Pin(store, entries)
+	return pluginset.Sync(store, entries)
 }

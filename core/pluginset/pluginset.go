@@ -128,15 +128,28 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// Pin records in the lock file the version selected for every enabled
-// installed plugin (with its constraint and sha256).
-func Pin(store *pluginstore.Store, entries []Entry) error {
+// Sync makes the lock file follow the config: it pins the version the
+// config selects for every enabled installed plugin that can run, with its
+// constraint and sha256, when the lock file does not record exactly that
+// already (no entry, another version, another constraint, or not this
+// build's digest for this platform). Pinning another version replaces the
+// entry; entries that agree are not rewritten, so nothing is written when
+// all agree. As with Store.Pin, another build of the version the lock file
+// pins is refused (errors.Is ErrLockMismatch) and the pin kept; Verify
+// refuses to launch it. An unreadable lock file is returned as ReadLock's
+// error (ErrInvalid when it does not parse) and nothing is pinned.
+func Sync(store *pluginstore.Store, entries []Entry) error {
+	lf, err := store.ReadLock()
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, e := range entries {
-		if e.Enabled && e.Installed != nil && e.Problem == "" {
-			if err := store.Pin(e.Installed, e.Constraint); err != nil {
-				errs = append(errs, err)
-			}
+		if !e.Enabled || e.Installed == nil || e.Problem != "" || lf.Pins(e.Installed, e.Constraint) {
+			continue
+		}
+		if err := store.Pin(e.Installed, e.Constraint); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

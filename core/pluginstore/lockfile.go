@@ -2,6 +2,7 @@ package pluginstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +11,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/bcollard/marina/core/atomicfile"
+	"github.com/bcollard/marina/core/lock"
 )
 
 // LockFileVersion is the format version of the lock file this marina writes.
@@ -75,16 +78,47 @@ func (s *Store) parseLock(data []byte) (*LockFile, error) {
 	return lf, nil
 }
 
+// Pins reports whether lf already records inst as the selected version of
+// its plugin, selected by constraint, with inst's digest for its platform:
+// pinning it again would change nothing.
+func (lf *LockFile) Pins(inst *Installed, constraint string) bool {
+	if lf == nil || inst == nil {
+		return false
+	}
+	e, ok := lf.Plugins[inst.Name]
+	return ok && e.Version == inst.Version && e.Constraint == constraint && e.SHA256[inst.Platform] == inst.SHA256
+}
+
+// updateGuardSuffix names the file beside the lock file that updateLock
+// flocks: the lock file itself is replaced by rename on every write, so it
+// cannot carry the lock.
+const updateGuardSuffix = ".flock"
+
+// updateGuardWait bounds the wait for another process's lock file update
+// (each holds it for one read-modify-write).
+const updateGuardWait = 30 * time.Second
+
 // updateLock applies fn to the lock file and writes it atomically if it
 // changed. A missing lock file that would stay empty is not created.
+// Updates are serialised across processes (a flock on the lock file's
+// guard file), not only within this one: commands that only read the
+// lab, such as `plugin list`, record the config's selection without
+// holding marina's process lock, next to an install that does.
 func (s *Store) updateLock(fn func(*LockFile) error) error {
 	s.lockMu.Lock()
 	defer s.lockMu.Unlock()
 	if err := os.MkdirAll(filepath.Dir(s.lockPath), 0o755); err != nil {
 		return fmt.Errorf("plugin lock file %s: %w", s.lockPath, err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), updateGuardWait)
+	defer cancel()
+	guard, err := lock.Acquire(ctx, s.lockPath+updateGuardSuffix, lock.Options{Wait: true, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		return fmt.Errorf("plugin lock file %s: %w", s.lockPath, err)
+	}
+	defer guard.Release()
 	var fnErr error // returned as is, not wrapped by atomicfile.Update
-	err := atomicfile.Update(s.lockPath, 0o644, func(old []byte) ([]byte, error) {
+	err = atomicfile.Update(s.lockPath, 0o644, func(old []byte) ([]byte, error) {
 		lf, err := s.parseLock(old)
 		if err == nil {
 			err = fn(lf)

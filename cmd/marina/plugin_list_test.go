@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// verifyJSON runs `plugin verify -o json` and returns its rows by version
+// of plugin name, and the exit status.
+func verifyJSON(t *testing.T, home, name string) (map[string]verifyRow, result) {
+	t.Helper()
+	r := marina(t, home, nil, "plugin", "verify", "-o", "json")
+	var rows []verifyRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("plugin verify -o json (exit %d): %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	out := map[string]verifyRow{}
+	for _, row := range rows {
+		if row.Name == name {
+			out[row.Version] = row
+		}
+	}
+	return out, r
+}
+
+// lockPin returns the version and constraint the lock file pins for name.
+func lockPin(t *testing.T, home, name string) (version, constraint string) {
+	t.Helper()
+	var lf struct {
+		Plugins map[string]struct{ Version, Constraint string }
+	}
+	if err := json.Unmarshal([]byte(readLock(t, home)), &lf); err != nil {
+		t.Fatal(err)
+	}
+	return lf.Plugins[name].Version, lf.Plugins[name].Constraint
+}
+
+// TestLockFollowsConfig (issue 15): plugins.acme.version edited by hand
+// used to leave the lock file pinning the old version until `plugin
+// enable`, and `plugin verify` (the lock's pin) then disagreed with `plugin
+// list` (the config's selection). The next command that resolves the
+// plugin set now re-pins, whichever it is; another build of the pinned
+// version is still refused.
+func TestLockFollowsConfig(t *testing.T) {
+	home := t.TempDir()
+	install(t, home, testPlugin(t, "acme", "1.0.0"))
+	install(t, home, testPlugin(t, "acme", "2.0.0"))
+	writeHomeConfig(t, home, "plugins:\n  acme:\n    enabled: false\n    version: \"^1\"\n")
+	if r := marina(t, home, nil, "plugin", "enable", "acme"); r.code != 0 {
+		t.Fatalf("enable: exit %d\n%s", r.code, r.stderr)
+	}
+	if v, c := lockPin(t, home, "acme"); v != "1.0.0" || c != "^1" {
+		t.Fatalf("after enable: lock pins %s (%s), want 1.0.0 (^1)", v, c)
+	}
+
+	// Edited by hand to select 2.x; `plugin verify` runs first.
+	writeHomeConfig(t, home, "plugins:\n  acme:\n    enabled: true\n    version: \"^2\"\n")
+	rows, r := verifyJSON(t, home, "acme")
+	if r.code != 0 || !rows["2.0.0"].Pinned || !rows["2.0.0"].OK || rows["1.0.0"].Pinned {
+		t.Fatalf("verify after selecting ^2: exit %d %+v\n%s", r.code, rows, r.stderr)
+	}
+	if v, c := lockPin(t, home, "acme"); v != "2.0.0" || c != "^2" {
+		t.Fatalf("after verify: lock pins %s (%s), want 2.0.0 (^2)", v, c)
+	}
+	if got := rowsFor(listPlugins(t, home), "acme"); len(got) != 2 || got[1].Version != "2.0.0" || got[1].Status != "active" || got[0].Status != "installed" {
+		t.Fatalf("list after selecting ^2: %+v", got)
+	}
+	text := marina(t, home, nil, "plugin", "verify")
+	if text.code != 0 || !strings.Contains(text.stdout, "ok       acme 2.0.0 (pinned)") || !strings.Contains(text.stdout, "ok       acme 1.0.0\n") {
+		t.Fatalf("plugin verify (text): exit %d\n%s%s", text.code, text.stdout, text.stderr)
+	}
+
+	// And back to 1.x by hand; this time `plugin list` runs first.
+	writeHomeConfig(t, home, "plugins:\n  acme:\n    enabled: true\n    version: \"~1.0\"\n")
+	if got := rowsFor(listPlugins(t, home), "acme"); len(got) != 2 || got[0].Status != "active" || got[1].Status != "installed" {
+		t.Fatalf("list after selecting ~1.0: %+v", got)
+	}
+	if v, c := lockPin(t, home, "acme"); v != "1.0.0" || c != "~1.0" {
+		t.Fatalf("after list: lock pins %s (%s), want 1.0.0 (~1.0)", v, c)
+	}
+	if rows, r := verifyJSON(t, home, "acme"); r.code != 0 || !rows["1.0.0"].Pinned || rows["2.0.0"].Pinned {
+		t.Fatalf("verify after list: exit %d %+v\n%s", r.code, rows, r.stderr)
+	}
+
+	// A lock file (say, a teammate's, under version control) pinning another
+	// build of the version the config selects is not overwritten: list and
+	// verify refuse the installed build, and the pin stays.
+	lockPath := filepath.Join(home, ".marina", "plugins.lock")
+	other := strings.Repeat("0", 64)
+	lf := `{"version": 1, "plugins": {"acme": {"version": "1.0.0", "constraint": "^1", "sha256": {"` + runtime.GOOS + "/" + runtime.GOARCH + `": "` + other + `"}, "source": "elsewhere", "protocol": "1.0"}}}` + "\n"
+	if err := os.WriteFile(lockPath, []byte(lf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rowsL, rl := listRows(t, home)
+	if acme := rowsFor(rowsL, "acme"); rl.code != 1 || acme[0].Status != "modified" || !strings.Contains(acme[0].Detail, "not the build that was locked") {
+		t.Fatalf("list with another build pinned: exit %d %+v\n%s", rl.code, acme, rl.stderr)
+	}
+	if rows, r := verifyJSON(t, home, "acme"); r.code != 1 || rows["1.0.0"].OK || !strings.Contains(rows["1.0.0"].Error, "not the build that was locked") {
+		t.Fatalf("verify with another build pinned: exit %d %+v\n%s", r.code, rows, r.stderr)
+	}
+	if got := readLock(t, home); got != lf {
+		t.Fatalf("the lock file pinning another build was changed:\n%s", got)
+	}
+}
