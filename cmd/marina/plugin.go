@@ -115,7 +115,8 @@ func newPluginListCmd(a *app) *cobra.Command {
 		Short:   "List built-in and installed plugins with their versions, hooks and status",
 		Long: `List every built-in plugin and every installed version. STATUS is active (enabled and
 selected by the config's version constraint), installed (another version is selected, or
-the plugin is not enabled), disabled, unavailable (enabled but cannot run; see DETAIL),
+the plugin is not enabled), disabled, unavailable (enabled but cannot run: not installed,
+no version matches, or a plugin it requires is disabled or cannot run; see DETAIL),
 modified (the binary no longer has the sha256 recorded at install or pinned in the lock
 file: it will not be launched), lock unreadable (the lock file ~/.marina/plugins.lock
 cannot be read, so no installed plugin can be checked and run) or shadowed (installed
@@ -193,6 +194,14 @@ func (a *app) pluginRows() (rows []pluginRow, problems []string, err error) {
 	for _, inst := range installed {
 		byName[inst.Name] = append(byName[inst.Name], inst)
 	}
+	// An enabled plugin whose dependencies cannot run is not active: no
+	// run could start it (the dispatcher refuses the graph).
+	depProblems := pluginset.DependencyProblems(entries)
+	unlessDeps := func(r *pluginRow, name string) {
+		if msg := depProblems[name]; msg != "" && r.Status == "active" {
+			r.Status, r.Detail = "unavailable", msg
+		}
+	}
 	seen := map[string]bool{}
 	for _, e := range entries {
 		seen[e.Name] = true
@@ -200,6 +209,7 @@ func (a *app) pluginRows() (rows []pluginRow, problems []string, err error) {
 			r := describeRow(e.Description, "built-in", "")
 			r.Status = statusOf(e, true)
 			r.Detail = e.Problem
+			unlessDeps(&r, e.Name)
 			rows = append(rows, r)
 			// Installed before installs of built-in names were refused: never run.
 			for _, inst := range byName[e.Name] {
@@ -220,6 +230,7 @@ func (a *app) pluginRows() (rows []pluginRow, problems []string, err error) {
 			if selected || e.Installed == nil {
 				r.Detail = e.Problem
 			}
+			unlessDeps(&r, e.Name)
 			rows = append(rows, r)
 		}
 	}

@@ -106,3 +106,32 @@ func TestLockFollowsConfig(t *testing.T) {
 		t.Fatalf("the lock file pinning another build was changed:\n%s", got)
 	}
 }
+
+// TestPluginListDependencyUnavailable (issue 15): externaldns requires
+// localdns; with localdns disabled, `plugin list` showed externaldns
+// active although no run could start it. coredns depends on localdns only
+// optionally and stays active.
+func TestPluginListDependencyUnavailable(t *testing.T) {
+	home := t.TempDir()
+	writeHomeConfig(t, home, "plugins:\n  localdns:\n    enabled: false\n")
+	rows, r := listRows(t, home)
+	if r.code != 0 {
+		t.Fatalf("plugin list: exit %d\n%s", r.code, r.stderr)
+	}
+	status := map[string]pluginRow{}
+	for _, row := range rows {
+		status[row.Name] = row
+	}
+	ext := status["externaldns"]
+	if ext.Status != "unavailable" || !strings.Contains(ext.Detail, "localdns") || !strings.Contains(ext.Detail, "`marina plugin enable localdns`") {
+		t.Errorf("externaldns with localdns disabled: %+v", ext)
+	}
+	if status["localdns"].Status != "disabled" || status["coredns"].Status != "active" || status["metallb"].Status != "active" {
+		t.Errorf("statuses: localdns %q, coredns %q, metallb %q", status["localdns"].Status, status["coredns"].Status, status["metallb"].Status)
+	}
+	// Enabled again: externaldns is active again.
+	writeHomeConfig(t, home, "plugins:\n  localdns:\n    enabled: true\n")
+	if rows, r := listRows(t, home); r.code != 0 || rowsFor(rows, "externaldns")[0].Status != "active" {
+		t.Errorf("externaldns with localdns enabled: exit %d %+v", r.code, rowsFor(rows, "externaldns"))
+	}
+}

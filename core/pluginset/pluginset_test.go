@@ -141,3 +141,63 @@ func TestSyncUnreadableLock(t *testing.T) {
 		t.Fatalf("the corrupt lock file was rewritten: %s", b)
 	}
 }
+
+// described is an enabled, runnable entry whose description declares deps.
+func described(name, version string, deps ...sdk.Dependency) Entry {
+	d := &sdk.Description{Name: name, Version: version, Dependencies: deps}
+	return Entry{Name: name, Enabled: true, Description: d}
+}
+
+// TestDependencyProblems: an enabled plugin whose required dependency is
+// disabled, unknown, unavailable (itself or through its own dependency) or
+// of a version outside the declared constraint cannot run; optional
+// dependencies may be absent. Each problem names the dependency and the fix.
+func TestDependencyProblems(t *testing.T) {
+	disabled := described("off", "1.0.0")
+	disabled.Enabled = false
+	broken := described("broken", "1.0.0")
+	broken.Problem = "plugin broken is not installed; install it with `marina plugin install <source>`"
+	entries := []Entry{
+		described("base", "1.2.0"),
+		described("ok", "1.0.0", sdk.Dependency{Name: "base", Version: "^1"}, sdk.Dependency{Name: "off", Optional: true}, sdk.Dependency{Name: "nowhere", Optional: true}),
+		described("needs-off", "1.0.0", sdk.Dependency{Name: "off"}),
+		described("needs-nowhere", "1.0.0", sdk.Dependency{Name: "nowhere"}),
+		described("needs-broken", "1.0.0", sdk.Dependency{Name: "broken"}),
+		described("needs-needs-off", "1.0.0", sdk.Dependency{Name: "needs-off"}),
+		described("needs-base2", "1.0.0", sdk.Dependency{Name: "base", Version: "^2"}),
+		described("optional-base2", "1.0.0", sdk.Dependency{Name: "base", Version: "^2", Optional: true}),
+		disabled,
+		broken,
+	}
+	// A disabled plugin or one with a problem of its own is not judged.
+	off2 := described("off2", "1.0.0", sdk.Dependency{Name: "nowhere"})
+	off2.Enabled = false
+	entries = append(entries, off2)
+
+	got := DependencyProblems(entries)
+	want := map[string][]string{
+		"needs-off":       {"requires plugin off, which is disabled", "`marina plugin enable off`", "or disable needs-off"},
+		"needs-nowhere":   {"requires plugin nowhere, which is neither built in nor in the config", "`marina plugin enable nowhere`"},
+		"needs-broken":    {"requires plugin broken, which cannot run: plugin broken is not installed"},
+		"needs-needs-off": {"requires plugin needs-off, which cannot run: plugin needs-off requires plugin off", "`marina plugin enable off`"},
+		"needs-base2":     {"requires base ^2, but base 1.2.0 is selected", "plugins.base.version"},
+		"optional-base2":  {"requires base ^2, but base 1.2.0 is selected"},
+	}
+	for name, fragments := range want {
+		msg, ok := got[name]
+		if !ok {
+			t.Errorf("%s: no dependency problem", name)
+			continue
+		}
+		for _, f := range fragments {
+			if !strings.Contains(msg, f) {
+				t.Errorf("%s: %q does not contain %q", name, msg, f)
+			}
+		}
+	}
+	for name, msg := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: unexpected dependency problem %q", name, msg)
+		}
+	}
+}
