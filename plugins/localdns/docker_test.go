@@ -128,6 +128,7 @@ func (l *lab) opts() []plugintest.Option {
 	return []plugintest.Option{
 		plugintest.WithConfig(l.config),
 		plugintest.WithEnv(func(e *sdk.Env) {
+			e.DockerHost = dockertest.Host()
 			e.NetworkName = l.network
 			e.BridgeCIDR = testSubnet
 			e.Gateway = "172.28.0.1"

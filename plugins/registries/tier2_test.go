@@ -153,6 +153,7 @@ func (l *lab) upstream(t *testing.T, ip string, extra ...string) (string, string
 // env sets the lab's environment on a hook run.
 func (l *lab) env(ms []sdk.Mirror, edit ...func(*sdk.Env)) plugintest.Option {
 	return plugintest.WithEnv(func(e *sdk.Env) {
+		e.DockerHost = dockertest.Host()
 		e.NetworkName = l.net.Name
 		e.StateDir = l.stateDir
 		e.Mirrors = ms
@@ -340,6 +341,7 @@ func TestPostUpConverges(t *testing.T) {
 		var progress []string
 		p := registries.New()
 		env := plugintest.DefaultEnv(l.stateDir)
+		env.DockerHost = dockertest.Host()
 		env.NetworkName, env.Mirrors = l.net.Name, []sdk.Mirror{a, b}
 		env.Images = map[string]string{"registry": l.regImg}
 		env.RegistryCacheStorage = "guest"

@@ -156,6 +156,21 @@ func (d *discoveryMapper) discover(ctx context.Context) ([]*apiGroup, error) {
 	return append(core, groups...), nil
 }
 
+// withStatusMessage adds to err the message of the Status the server
+// answered with, when client-go's generic text ("the server is currently
+// unable to handle the request") left it out: the discovery client decodes
+// unstructured, so it never sees the Status.
+func withStatusMessage(err error, body []byte) error {
+	var st struct {
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &st) != nil || st.Kind != "Status" || st.Message == "" || strings.Contains(err.Error(), st.Message) {
+		return err
+	}
+	return fmt.Errorf("%w: %s", err, st.Message)
+}
+
 // discoverPath reads one discovery root, /api or /apis, asking for the
 // aggregated form first.
 func (d *discoveryMapper) discoverPath(ctx context.Context, path string) ([]*apiGroup, error) {
@@ -164,7 +179,7 @@ func (d *discoveryMapper) discoverPath(ctx context.Context, path string) ([]*api
 		SetHeader("Accept", aggregatedDiscoveryV2+",application/json").
 		Do(ctx).ContentType(&contentType).Raw()
 	if err != nil {
-		return nil, err
+		return nil, withStatusMessage(err, body)
 	}
 	if isAggregatedDiscovery(contentType) {
 		var list apidiscoveryv2.APIGroupDiscoveryList

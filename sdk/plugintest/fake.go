@@ -3,6 +3,7 @@ package plugintest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"github.com/bcollard/marina/sdk"
@@ -11,15 +12,22 @@ import (
 // HostVersion is the marina version the fake host reports.
 const HostVersion = "0.0.0-plugintest"
 
+// NoDockerHost is the Docker endpoint of DefaultEnv when DOCKER_HOST is
+// not set: a socket that does not exist, named so that a plugin's "no such
+// file" error says what to do. A test reaches a Docker engine only when
+// it asks for one (DOCKER_HOST, or WithEnv setting DockerHost).
+var NoDockerHost = "unix://" + filepath.Join(os.TempDir(), "plugintest-has-no-docker-set-DOCKER_HOST-or-WithEnv.sock")
+
 // DefaultEnv returns the environment Run passes by default: a lab as
 // `marina up` makes it with default settings (bridge 172.30.0.0/16, zone
-// demo.internal with its servers at 172.30.255.52/.53), the Docker endpoint
-// from DOCKER_HOST (or unix:///var/run/docker.sock) and stateDir as the
-// plugin's state directory. Nothing in it is contacted by the harness.
+// demo.internal with its servers at 172.30.255.52/.53), stateDir as the
+// plugin's state directory, and the Docker endpoint DOCKER_HOST names, or
+// NoDockerHost: the harness never points a plugin at the machine's own
+// Docker engine (or a live lab) unless the test says so.
 func DefaultEnv(stateDir string) sdk.Env {
 	docker := os.Getenv("DOCKER_HOST")
 	if docker == "" {
-		docker = "unix:///var/run/docker.sock"
+		docker = NoDockerHost
 	}
 	return sdk.Env{
 		HostVersion:          HostVersion,
@@ -65,15 +73,16 @@ func DefaultCluster() *sdk.Cluster {
 	}
 }
 
-// fakeKubeconfig is an admin kubeconfig for c that points at its API port
-// on localhost; it carries no credentials and reaches no server.
-func fakeKubeconfig(c *sdk.Cluster) []byte {
+// fakeKubeconfig is an admin kubeconfig for c that points at server (the
+// harness's noAPIServer, never a live lab's API port); it carries no
+// credentials.
+func fakeKubeconfig(c *sdk.Cluster, server string) []byte {
 	return fmt.Appendf(nil, `apiVersion: v1
 kind: Config
 clusters:
 - name: kind-%[1]s
   cluster:
-    server: https://127.0.0.1:%[2]d
+    server: %[2]s
     insecure-skip-tls-verify: true
 contexts:
 - name: kind-%[1]s
@@ -85,5 +94,5 @@ users:
 - name: kind-%[1]s
   user:
     token: plugintest-fake-token
-`, c.Name, c.APIPort)
+`, c.Name, server)
 }

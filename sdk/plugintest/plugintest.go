@@ -25,8 +25,11 @@
 //
 // Like marina, Run validates the config before it runs a hook and gives the
 // hook its declared deadline. Hooks get DefaultEnv and, for cluster hooks,
-// DefaultCluster; options change them. The harness talks to nothing: the
-// Docker endpoint and kubeconfig it passes point at nothing it starts.
+// DefaultCluster; options change them. The harness talks to nothing real by
+// default: the Docker endpoint is DOCKER_HOST's or NoDockerHost (a socket
+// that does not exist), and the kubeconfig points at a stand-in on
+// 127.0.0.1 that answers every request with an error saying how to give
+// the hook a real API server — never at a live lab's API port.
 package plugintest
 
 import (
@@ -35,6 +38,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -66,6 +71,9 @@ type Harness struct {
 	dirOnce  sync.Once
 	stateDir string
 	kubeDir  string
+
+	noAPIOnce sync.Once
+	noAPI     *httptest.Server
 
 	runs     atomic.Int64
 	mu       sync.Mutex
@@ -200,7 +208,7 @@ func (h *Harness) Run(hook sdk.Hook, opts ...Option) (*sdk.Result, error) {
 			c.KubeconfigPath = filepath.Join(h.kubeDir, c.Name+".kubeconfig")
 		}
 		if hook != sdk.PreCluster && c.Kubeconfig == nil {
-			c.Kubeconfig = fakeKubeconfig(c)
+			c.Kubeconfig = fakeKubeconfig(c, h.noAPIServer())
 			if err := os.WriteFile(c.KubeconfigPath, c.Kubeconfig, 0o600); err != nil {
 				h.t.Fatalf("plugintest: writing the fake kubeconfig: %v", err)
 			}
@@ -233,6 +241,32 @@ func (h *Harness) Run(hook sdk.Hook, opts ...Option) (*sdk.Result, error) {
 		return nil, toPluginError(string(hook), err)
 	}
 	return res, nil
+}
+
+// noAPIMessage is what the harness's stand-in API server answers to every
+// request: client-go shows a Status's message as the error.
+const noAPIMessage = "plugintest: no Kubernetes API server behind this cluster's kubeconfig; " +
+	"give the hook one with plugintest.WithCluster(func(c *sdk.Cluster) { c.Kubeconfig = ... })"
+
+// noAPIServer returns the URL of the server the default kubeconfig points
+// at: a TLS listener on 127.0.0.1 that answers every request with 503 and
+// noAPIMessage, so a hook that reaches for the cluster fails at once with
+// a message that says what to do, instead of reaching a live lab's API
+// port or waiting for a timeout. It is closed with the test.
+func (h *Harness) noAPIServer() string {
+	h.noAPIOnce.Do(func() {
+		body, _ := json.Marshal(map[string]any{
+			"kind": "Status", "apiVersion": "v1", "status": "Failure",
+			"message": noAPIMessage, "reason": "ServiceUnavailable", "code": http.StatusServiceUnavailable,
+		})
+		h.noAPI = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write(body)
+		}))
+		h.t.Cleanup(h.noAPI.Close)
+	})
+	return h.noAPI.URL
 }
 
 // Progress returns the progress messages of the last Run, in order.

@@ -56,6 +56,16 @@ var (
 	probeErr  error
 )
 
+// Host is the Docker endpoint the tests use (DOCKER_HOST, or the engine's
+// default socket), for a plugin under test: plugintest's default
+// environment points at no engine, so a tier-2 test says which one.
+func Host() string {
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return h
+	}
+	return "unix:///var/run/docker.sock"
+}
+
 // Require fails the test when no Docker engine answers, with the command that
 // fixes it. When MARINA_SKIP_DOCKER=1 is set (and CI is not) it skips instead.
 // The engine is probed once per test process; that first probe also removes
