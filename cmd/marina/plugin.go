@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -113,41 +114,35 @@ func newPluginListCmd(a *app) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List built-in and installed plugins with their versions, hooks and status",
-		Long: `List every built-in plugin and every installed version. STATUS is active (enabled and
-selected by the config's version constraint), installed (another version is selected, or
-the plugin is not enabled), disabled, unavailable (enabled but cannot run: not installed,
-no version matches, or a plugin it requires is disabled or cannot run; see DETAIL),
-modified (the binary no longer has the sha256 recorded at install or pinned in the lock
-file: it will not be launched), lock unreadable (the lock file ~/.marina/plugins.lock
-cannot be read, so no installed plugin can be checked and run) or shadowed (installed
-under the name of a built-in, which always wins). Exit status 1 when any binary is
-modified or the lock file is unreadable. It reads the store's manifests, hashes the
-installed binaries and starts no plugin. Like every command that resolves the plugins, it
-first pins in the lock file the versions the config selects, when they changed.`,
+		Long: `List every built-in plugin and every installed version: NAME, VERSION, SOURCE (long
+ones shortened to their end), the number of HOOKS and STATUS, then below the table each
+detail (why a plugin cannot run, what to run about it). -o wide adds PROTOCOL, the HOOKS by
+name and DEPENDS (? marks an optional dependency), and shows SOURCE whole and the details
+in the STATUS column; -o json and -o yaml give every field; marina plugin info NAME shows
+one plugin in full.
+
+STATUS is active (enabled and selected by the config's version constraint), installed
+(another version is selected, or the plugin is not enabled), disabled, unavailable (enabled
+but cannot run: not installed, no version matches, or a plugin it requires is disabled or
+cannot run), modified (the binary no longer has the sha256 recorded at install or pinned
+in the lock file: it will not be launched), lock unreadable (the lock file
+~/.marina/plugins.lock cannot be read, so no installed plugin can be checked and run) or
+shadowed (installed under the name of a built-in, which always wins). Exit status 1 when
+any binary is modified or the lock file is unreadable. It reads the store's manifests,
+hashes the installed binaries and starts no plugin. Like every command that resolves the
+plugins, it first pins in the lock file the versions the config selects, when they changed.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			rows, problems, err := a.pluginRows()
 			if err != nil {
 				return err
 			}
-			if output != "text" {
+			if output == "json" || output == "yaml" {
 				if err := printStructured(a.out, output, rows); err != nil {
 					return err
 				}
-			} else {
-				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSTATUS")
-				for _, r := range rows {
-					status := r.Status
-					if r.Detail != "" {
-						status += " (" + r.Detail + ")"
-					}
-					fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, dash(r.Version), r.Source, dash(r.Protocol),
-						dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), status}, "\t")))
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
+			} else if err := writePluginTable(a.out, rows, output == "wide"); err != nil {
+				return err
 			}
 			if len(problems) > 0 {
 				return errors.New(strings.Join(problems, "\n"))
@@ -155,8 +150,119 @@ first pins in the lock file the versions the config selects, when they changed.`
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	outputFlag(cmd, &output, "text", "text", "wide", "json", "yaml")
 	return cmd
+}
+
+// pluginTableWidth is the width the default `plugin list` table keeps
+// within (for sources up to pluginSourceWidth and the usual names).
+const (
+	pluginTableWidth  = 100
+	pluginSourceWidth = 40
+)
+
+// writePluginTable writes rows as `plugin list`'s table. The default table
+// has NAME, VERSION, SOURCE (shortened), the number of HOOKS and STATUS,
+// and below it, for each row with a detail, "NAME VERSION: STATUS (DETAIL)"
+// wrapped to pluginTableWidth; wide has every column, the sources whole
+// and the details in the STATUS column. Plugin-provided text is cleaned.
+func writePluginTable(w io.Writer, rows []pluginRow, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if wide {
+		fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSTATUS")
+		for _, r := range rows {
+			fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, dash(r.Version), r.Source, dash(r.Protocol),
+				dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), statusDetail(r)}, "\t")))
+		}
+		return tw.Flush()
+	}
+	fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tHOOKS\tSTATUS")
+	var notes []string
+	for _, r := range rows {
+		hooks := "-"
+		if len(r.Hooks) > 0 {
+			hooks = fmt.Sprint(len(r.Hooks))
+		}
+		fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, dash(r.Version), shortSource(r.Source), hooks, r.Status}, "\t")))
+		if r.Detail != "" {
+			what := r.Name
+			if r.Version != "" {
+				what += " " + r.Version
+			}
+			notes = append(notes, wrapWords(termsafe.Line(what+": "+statusDetail(r)), pluginTableWidth, "  "))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(notes) > 0 {
+		_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
+		return err
+	}
+	return nil
+}
+
+func statusDetail(r pluginRow) string {
+	if r.Detail == "" {
+		return r.Status
+	}
+	return r.Status + " (" + r.Detail + ")"
+}
+
+// insecureSourceMark is what installedRow appends to the source of an
+// https install made without a checksum; the default table abbreviates it.
+const insecureSourceMark = " [checksum skipped at install]"
+
+// shortSource is a source as the default `plugin list` table shows it:
+// the home directory as ~ and, past pluginSourceWidth, its last components
+// after "…" (the file name or tag, which tells installs apart).
+func shortSource(src string) string {
+	mark := ""
+	if rest, ok := strings.CutSuffix(src, insecureSourceMark); ok {
+		src, mark = rest, " [checksum skipped]"
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "/" && strings.HasPrefix(src, home+"/") {
+		src = "~" + strings.TrimPrefix(src, home)
+	}
+	if r := []rune(src); len(r) > pluginSourceWidth {
+		tail := string(r[len(r)-pluginSourceWidth+1:])
+		if i := strings.Index(tail, "/"); i >= 0 && i < len(tail)-1 {
+			tail = tail[i:] // from a path or URL component
+		}
+		src = "…" + tail
+	}
+	return src + mark
+}
+
+// wrapWords wraps s at spaces to lines of at most width runes, the lines
+// after the first indented. A span in backquotes (a command to copy) is
+// kept on one line; a word or span longer than a line gets one of its own.
+func wrapWords(s string, width int, indent string) string {
+	var words []string
+	for _, f := range strings.Fields(s) {
+		if n := len(words); n > 0 && strings.Count(words[n-1], "`")%2 == 1 {
+			words[n-1] += " " + f // inside a backquoted span
+			continue
+		}
+		words = append(words, f)
+	}
+	var b strings.Builder
+	col := 0
+	for _, word := range words {
+		n := utf8.RuneCountInString(word)
+		switch {
+		case col == 0:
+		case col+1+n > width:
+			b.WriteString("\n" + indent)
+			col = utf8.RuneCountInString(indent)
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(word)
+		col += n
+	}
+	return b.String()
 }
 
 func dash(s string) string {

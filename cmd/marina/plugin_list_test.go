@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // verifyJSON runs `plugin verify -o json` and returns its rows by version
@@ -133,5 +134,102 @@ func TestPluginListDependencyUnavailable(t *testing.T) {
 	writeHomeConfig(t, home, "plugins:\n  localdns:\n    enabled: true\n")
 	if rows, r := listRows(t, home); r.code != 0 || rowsFor(rows, "externaldns")[0].Status != "active" {
 		t.Errorf("externaldns with localdns enabled: exit %d %+v", r.code, rowsFor(rows, "externaldns"))
+	}
+}
+
+// TestPluginListFitsIn100Columns (issue 15): the default table of the
+// built-ins on a default config, and with a detail to show, fits in 100
+// columns; -o wide keeps every column, as the table was before.
+func TestPluginListFitsIn100Columns(t *testing.T) {
+	home := t.TempDir()
+	check := func(what, out string) {
+		t.Helper()
+		for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+			if n := utf8.RuneCountInString(line); n > 100 {
+				t.Errorf("%s: a line of %d columns:\n%s", what, n, line)
+			}
+		}
+	}
+	r := marina(t, home, nil, "plugin", "list")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "NAME ") || !strings.Contains(r.stdout, "externaldns") {
+		t.Fatalf("plugin list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	check("default config", r.stdout)
+	header := strings.Fields(strings.SplitN(r.stdout, "\n", 2)[0])
+	if strings.Join(header, " ") != "NAME VERSION SOURCE HOOKS STATUS" {
+		t.Errorf("default header = %v", header)
+	}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(line); len(f) == 5 && f[0] == "externaldns" && (f[3] != "2" || f[4] != "active") {
+			t.Errorf("externaldns line: %q", line)
+		}
+	}
+
+	// A detail is shown below the table, wrapped, its commands whole.
+	writeHomeConfig(t, home, "plugins:\n  localdns:\n    enabled: false\n")
+	r = marina(t, home, nil, "plugin", "list")
+	if r.code != 0 {
+		t.Fatalf("plugin list: exit %d\n%s", r.code, r.stderr)
+	}
+	check("localdns disabled", r.stdout)
+	table, notes, ok := strings.Cut(r.stdout, "\n\n")
+	if !ok || !strings.Contains(table, "unavailable\n") || strings.Contains(table, "requires") ||
+		!strings.HasPrefix(notes, "externaldns 0.1.0: unavailable (plugin externaldns requires plugin localdns") ||
+		!strings.Contains(notes, "`marina plugin enable localdns`") {
+		t.Errorf("plugin list with localdns disabled:\n%s", r.stdout)
+	}
+
+	// -o wide: every column, the detail in the table.
+	r = marina(t, home, nil, "plugin", "list", "-o", "wide")
+	header = strings.Fields(strings.SplitN(r.stdout, "\n", 2)[0])
+	if r.code != 0 || strings.Join(header, " ") != "NAME VERSION SOURCE PROTOCOL HOOKS DEPENDS STATUS" ||
+		!strings.Contains(r.stdout, "PostCluster,PreClusterDelete  localdns   unavailable (plugin externaldns requires plugin localdns") {
+		t.Errorf("plugin list -o wide: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "list", "-o", "xml"); r.code != 2 || !strings.Contains(r.stderr, "wide") {
+		t.Errorf("plugin list -o xml: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestPluginTable: long sources are shortened and long details wrapped
+// below the default table, whose lines stay within 100 columns; a command
+// in backquotes is never split.
+func TestPluginTable(t *testing.T) {
+	home, _ := os.UserHomeDir()
+	long := "plugin acme 1.0.0: binary /var/lib/somewhere/very/deep/plugins/acme/1.0.0/linux_amd64/marina-plugin-acme was modified after install (sha256 0123456789ab…, expected ba9876543210…); reinstall it with `marina plugin install /var/lib/somewhere/very/deep/src/marina-plugin-acme`"
+	rows := []pluginRow{
+		{Name: "acme", Version: "1.0.0", Source: filepath.Join(home, "src", "a", "rather", "long", "path", "to", "bin", "marina-plugin-acme"), Hooks: []string{"PostCluster"}, Status: "modified", Detail: long},
+		{Name: "beta", Version: "2.0.0", Source: "https://example.com/releases/download/v2.0.0/marina-plugin-beta.tar.gz [checksum skipped at install]", Hooks: []string{"PostUp", "PreDestroy"}, Status: "active"},
+		{Name: "gamma", Source: "-", Status: "unavailable", Detail: "plugin gamma is not installed; install it with `marina plugin install <source>` or remove plugins.gamma from the config"},
+	}
+	var b strings.Builder
+	if err := writePluginTable(&b, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if n := utf8.RuneCountInString(line); n > 100 {
+			t.Errorf("a line of %d columns: %s", n, line)
+		}
+	}
+	for _, want := range []string{
+		"  …/long/path/to/bin/marina-plugin-acme  ", "  …/v2.0.0/marina-plugin-beta.tar.gz [checksum skipped]  ",
+		"\nacme 1.0.0: modified (plugin acme 1.0.0: binary",
+		"`marina plugin install /var/lib/somewhere/very/deep/src/marina-plugin-acme`)",
+		"\ngamma: unavailable (plugin gamma is not installed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("default table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "`marina plugin\n") || strings.Contains(out, "`marina\n") {
+		t.Errorf("a command was split:\n%s", out)
+	}
+	b.Reset()
+	if err := writePluginTable(&b, rows, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), rows[0].Source) || !strings.Contains(b.String(), "modified ("+long+")") || !strings.Contains(b.String(), rows[1].Source) {
+		t.Errorf("wide table:\n%s", b.String())
 	}
 }
