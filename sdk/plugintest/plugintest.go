@@ -3,8 +3,8 @@
 // cluster or marina itself.
 //
 // New runs a plugin value in-process, through the SDK's real gRPC server and
-// host client over go-plugin's test connection (goplugin.TestPluginGRPCConn,
-// a private local socket): the same protocol and conversions as production. Build and Start run the plugin's
+// host client over a private Unix socket: the same protocol and conversions
+// as production. Build and Start run the plugin's
 // main package as a real child process through go-plugin (handshake,
 // peer credentials or AutoMTLS, gRPC), exactly as marina does:
 //
@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -49,8 +50,9 @@ import (
 	"testing"
 	"time"
 
-	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/bcollard/marina/sdk"
@@ -81,7 +83,7 @@ type Harness struct {
 }
 
 // New runs p in-process through the SDK's gRPC server and host client,
-// connected by go-plugin's test connection. The plugin's logs (Request.Logger)
+// connected over a private Unix socket. The plugin's logs (Request.Logger)
 // go to t.Log. It fails t if p's Info is invalid.
 func New(t testing.TB, p sdk.Plugin) *Harness {
 	t.Helper()
@@ -90,17 +92,57 @@ func New(t testing.TB, p sdk.Plugin) *Harness {
 	if err != nil {
 		t.Fatalf("plugintest: %v", err)
 	}
-	// Closing the client also stops the server (go-plugin's controller
-	// service); the test log closes after it, so no late line reaches t.
-	client, _ := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{sdk.PluginName: &sdk.GRPCPlugin{Impl: srv}})
-	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(sdk.PluginName)
+	conn, err := serveInProcess(t, srv)
 	if err != nil {
-		t.Fatalf("plugintest: dispensing the plugin: %v", err)
+		t.Fatalf("plugintest: %v", err)
 	}
-	h := &Harness{t: t, client: raw.(*sdk.HostClient)}
+	h := &Harness{t: t, client: sdk.NewHostClient(conn)}
 	h.desc = h.Describe()
 	return h
+}
+
+// serveInProcess serves srv on a Unix socket in a private directory and
+// returns a connection to it: the plugin's gRPC service, as sdk.Serve
+// registers it, over a real socket. (go-plugin's TestPluginGRPCConn did
+// this too, but logged "[DEBUG] stdio ..." lines to stderr in every test.)
+// The server and the connection end with the test; the test log closes
+// after them (registered earlier), so no late line reaches t.
+func serveInProcess(t testing.TB, srv *sdk.Server) (*grpc.ClientConn, error) {
+	dir, err := os.MkdirTemp("", "plugintest-") // short: a socket path has ~104 bytes
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(dir, "plugin.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("listening on %s: %w", sock, err)
+	}
+	gs := grpc.NewServer()
+	if err := (&sdk.GRPCPlugin{Impl: srv}).GRPCServer(nil, gs); err != nil {
+		_ = ln.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = gs.Serve(ln)
+	}()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		gs.Stop()
+		<-served
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("connecting to %s: %w", sock, err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		gs.Stop() // ends running hooks' streams; their contexts are cancelled
+		<-served
+		_ = os.RemoveAll(dir)
+	})
+	return conn, nil
 }
 
 // Describe asks the plugin who it is (the Describe RPC).
