@@ -24,9 +24,12 @@ import (
 	"github.com/bcollard/marina/sdk/peercred"
 )
 
+// DefaultBuildTimeout bounds Build's `go build` unless BuildTimeout says
+// otherwise.
+const DefaultBuildTimeout = 5 * time.Minute
+
 // Limits of the out-of-process harness.
 const (
-	buildTimeout = 5 * time.Minute
 	startTimeout = 30 * time.Second
 	// exitTimeout bounds the wait for the process to vanish after go-plugin's
 	// Kill (which itself ends with SIGKILL after a 2s grace period).
@@ -38,24 +41,61 @@ const (
 // directory: the package under test) with `go build` into t.TempDir() and
 // returns the binary's path. `go test` puts its own go command first in
 // PATH, so the plugin is built by the toolchain running the test.
-func Build(t testing.TB, pkg string) string {
+//
+// The build is bounded by DefaultBuildTimeout (5 minutes) or BuildTimeout,
+// and by the test's own deadline.
+func Build(t testing.TB, pkg string, opts ...BuildOption) string {
 	t.Helper()
-	bin, err := build(t.TempDir(), pkg)
+	o := buildOptions{timeout: DefaultBuildTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if d, ok := deadlineOf(t); ok && d < o.timeout {
+		o.timeout = d
+	}
+	bin, err := build(t.TempDir(), pkg, o.timeout)
 	if err != nil {
 		t.Fatalf("plugintest: %v", err)
 	}
 	return bin
 }
 
-func build(dir, pkg string) (string, error) {
+// BuildOption changes one Build.
+type BuildOption func(*buildOptions)
+
+type buildOptions struct{ timeout time.Duration }
+
+// BuildTimeout bounds the `go build` (DefaultBuildTimeout otherwise): a
+// cold module cache on a slow machine may need more.
+func BuildTimeout(d time.Duration) BuildOption {
+	return func(o *buildOptions) { o.timeout = d }
+}
+
+// deadlineOf returns the time left before t's deadline, if it has one.
+func deadlineOf(t testing.TB) (time.Duration, bool) {
+	dt, ok := t.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return 0, false
+	}
+	dl, ok := dt.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return time.Until(dl), true
+}
+
+func build(dir, pkg string, timeout time.Duration) (string, error) {
 	bin := filepath.Join(dir, "plugin")
 	if runtime.GOOS == "windows" {
 		bin += ".exe"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("go build %s: stopped after %s, the build's time limit (DefaultBuildTimeout, or plugintest.BuildTimeout, or the test's -timeout when sooner); pass plugintest.BuildTimeout(d) to Build to allow more\n%s", pkg, timeout, out)
+	}
 	if err != nil {
 		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 	}

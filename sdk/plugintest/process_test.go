@@ -166,9 +166,14 @@ func socketDirs(t *testing.T, dir string) []string {
 }
 
 func TestBuildFailure(t *testing.T) {
-	_, err := plugintest.BuildErr(t.TempDir(), "./testdata/does-not-exist")
+	_, err := plugintest.BuildErr(t.TempDir(), "./testdata/does-not-exist", plugintest.DefaultBuildTimeout)
 	if err == nil || !strings.Contains(err.Error(), "go build ./testdata/does-not-exist") {
 		t.Errorf("build of a missing package = %v, want a go build error naming it", err)
+	}
+	// A build over its limit says which limit and how to raise it.
+	_, err = plugintest.BuildErr(t.TempDir(), "./internal/exampleplugin", time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "stopped after 1ms, the build's time limit") || !strings.Contains(err.Error(), "plugintest.BuildTimeout(d)") {
+		t.Errorf("build over its limit = %v, want the limit and the option that raises it", err)
 	}
 }
 
