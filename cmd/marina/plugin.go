@@ -497,9 +497,16 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 		if len(d.Outputs) > 0 {
 			fmt.Fprintf(a.out, "outputs: %s\n", termsafe.Line(strings.Join(d.Outputs, ", ")))
 		}
-		if len(d.ConfigSchema) > 0 {
-			fmt.Fprintf(a.out, "config defaults:\n  %s\nconfig schema:\n%s\n", termsafe.Line(string(d.ConfigDefaults)), indent(termsafe.Text(string(d.ConfigSchema)), "  "))
-		} else {
+		fields, err := configFields(d.ConfigSchema)
+		switch {
+		case err != nil:
+			// A schema that does not parse (checked at install; a built-in's
+			// is compiled in): show it as it came.
+			fmt.Fprintf(a.out, "config schema (%v):\n%s\n", err, indent(termsafe.Text(string(d.ConfigSchema)), "  "))
+		case len(fields) > 0:
+			fmt.Fprintf(a.out, "config (plugins.%s.config; the JSON Schema with -o json):\n", termsafe.Line(d.Name))
+			printConfigFields(a.out, fields)
+		default:
 			fmt.Fprintln(a.out, "config: none")
 		}
 		return nil

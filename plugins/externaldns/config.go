@@ -13,9 +13,9 @@ import (
 // (plugins.externaldns.config in ~/.marina/config.yaml).
 type Config struct {
 	// Sources are the ExternalDNS sources (--source).
-	Sources []string `json:"sources" doc:"ExternalDNS sources: service and/or ingress."`
+	Sources []string `json:"sources" marina:"min=1,enum=service|ingress" doc:"ExternalDNS sources: service and/or ingress."`
 	// ServiceTypes restricts the service source to these Service types (--service-type-filter).
-	ServiceTypes []string `json:"serviceTypes" doc:"Service types the service source publishes: LoadBalancer, NodePort, ClusterIP, ExternalName."`
+	ServiceTypes []string `json:"serviceTypes" marina:"enum=ClusterIP|NodePort|LoadBalancer|ExternalName" doc:"Service types the service source publishes: LoadBalancer, NodePort, ClusterIP, ExternalName."`
 	// Interval is the time between two full synchronisations (--interval).
 	// It is what bounds how fast a new Service's name appears: ExternalDNS
 	// v0.23 delays a synchronisation triggered by a change (--events) by up
@@ -50,12 +50,14 @@ func defaultConfig() *Config {
 	}
 }
 
-// knownSources are the sources this plugin grants RBAC for. Others need
-// permissions (and often CRDs) the plugin does not render.
+// knownSources are the sources this plugin grants RBAC for (the enum of
+// Config.Sources; TestEnumsAreKnownValues). Others need permissions (and
+// often CRDs) the plugin does not render.
 var knownSources = []string{"service", "ingress"}
 
 // knownServiceTypes are the values --service-type-filter accepts
-// (source/service.go, knownServiceTypes, in ExternalDNS v0.23.0).
+// (source/service.go, knownServiceTypes, in ExternalDNS v0.23.0): the enum
+// of Config.ServiceTypes.
 var knownServiceTypes = []string{"ClusterIP", "NodePort", "LoadBalancer", "ExternalName"}
 
 // The values --policy accepts (pkg/apis/externaldns/types.go) are the
@@ -68,15 +70,12 @@ const maxReadyTimeout = time.Hour
 // Validate checks the config; every problem names its field.
 func (c *Config) Validate() []sdk.Diagnostic {
 	var ds []sdk.Diagnostic
-	if len(c.Sources) == 0 {
-		ds = append(ds, sdk.Errorf("sources", "must name at least one source (%s)", strings.Join(knownSources, ", ")))
-	}
 	seen := map[string]bool{}
 	for i, s := range c.Sources {
 		path := fmt.Sprintf("sources[%d]", i)
 		switch {
 		case !slices.Contains(knownSources, s):
-			ds = append(ds, sdk.Errorf(path, "unknown source %q: the plugin supports %s", s, strings.Join(knownSources, ", ")))
+			// the field's enum reports it
 		case seen[s]:
 			ds = append(ds, sdk.Errorf(path, "source %q is listed twice", s))
 		}
@@ -90,7 +89,7 @@ func (c *Config) Validate() []sdk.Diagnostic {
 		path := fmt.Sprintf("serviceTypes[%d]", i)
 		switch {
 		case !slices.Contains(knownServiceTypes, t):
-			ds = append(ds, sdk.Errorf(path, "unknown Service type %q: use one of %s (case matters)", t, strings.Join(knownServiceTypes, ", ")))
+			// the field's enum reports it
 		case seen[t]:
 			ds = append(ds, sdk.Errorf(path, "Service type %q is listed twice", t))
 		}

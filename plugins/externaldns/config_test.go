@@ -1,7 +1,9 @@
 package externaldns
 
 import (
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +43,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "unknown source", config: `{"sources":["service","crd"]}`, wantPaths: []string{"sources[1]"}, wantText: "service, ingress"},
 		{name: "duplicate source", config: `{"sources":["service","service"]}`, wantPaths: []string{"sources[1]"}, wantText: "twice"},
 		{name: "no source", config: `{"sources":[]}`, wantPaths: []string{"sources"}},
-		{name: "service type case", config: `{"serviceTypes":["loadbalancer"]}`, wantPaths: []string{"serviceTypes[0]"}, wantText: "case matters"},
+		{name: "service type case", config: `{"serviceTypes":["loadbalancer"]}`, wantPaths: []string{"serviceTypes[0]"}, wantText: `did you mean "LoadBalancer"? (values are case-sensitive)`},
 		{name: "service source without types", config: `{"serviceTypes":[]}`, wantPaths: []string{"serviceTypes"}},
 		{name: "interval too short", config: `{"interval":"500ms"}`, wantPaths: []string{"interval"}, wantText: "at least 1s"},
 		{name: "min event sync interval too short", config: `{"minEventSyncInterval":"10ms"}`, wantPaths: []string{"minEventSyncInterval"}, wantText: "between 100ms"},
@@ -98,5 +100,30 @@ func TestInfo(t *testing.T) {
 	}
 	if len(d.Dependencies) != 1 || d.Dependencies[0].Name != LocalDNS || d.Dependencies[0].Optional {
 		t.Fatalf("dependencies = %+v, want a required localdns", d.Dependencies)
+	}
+}
+
+// TestEnumsAreKnownValues: the enums of the config's field rules (what the
+// SDK enforces and the schema shows) are the values the plugin renders.
+func TestEnumsAreKnownValues(t *testing.T) {
+	b, err := sdk.ConfigSchema(defaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Properties map[string]struct {
+			Items struct {
+				Enum []string `json:"enum"`
+			} `json:"items"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	for field, known := range map[string][]string{"sources": knownSources, "serviceTypes": knownServiceTypes} {
+		got := slices.Sorted(slices.Values(s.Properties[field].Items.Enum))
+		if want := slices.Sorted(slices.Values(known)); !slices.Equal(got, want) {
+			t.Errorf("%s: enum %q, known values %q", field, got, want)
+		}
 	}
 }
