@@ -23,8 +23,8 @@ import (
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/sdk/kubetest"
 	"github.com/bcollard/marina/test/dockertest"
-	"github.com/bcollard/marina/test/kubetest"
 )
 
 func TestPickerParseSelection(t *testing.T) {

@@ -26,12 +26,12 @@ import (
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/vm"
-	"github.com/bcollard/marina/test/kubetest"
+	"github.com/bcollard/marina/sdk/kubetest"
 )
 
 // apiProvider is the cluster provider at the one boundary that cannot run
 // here (kind nodes need privileged containers): each "cluster" is a real
-// kube-apiserver from test/kubetest. Everything above it — slots, hooks in
+// kube-apiserver from sdk/kubetest. Everything above it — slots, hooks in
 // real plugin processes, kubeconfig export and merge, the completion
 // marker, rollback — is marina's real code.
 type apiProvider struct {

@@ -3,7 +3,7 @@
 package lab
 
 // `marina cluster e2e` against the real parts that run here (TESTING.md,
-// tiers 2 and 3): a real kube-apiserver (test/kubetest) stands in for the
+// tiers 2 and 3): a real kube-apiserver (sdk/kubetest) stands in for the
 // kind cluster, MetalLB's real controller assigns the VIP from the pool, the
 // real ExternalDNS (coredns provider) writes the name into a real etcd, and
 // marina's CoreDNS (the localdns plugin's golden Corefile) answers it, all on
@@ -43,8 +43,8 @@ import (
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/slot"
 	"github.com/bcollard/marina/sdk/kube"
+	"github.com/bcollard/marina/sdk/kubetest"
 	"github.com/bcollard/marina/test/dockertest"
-	"github.com/bcollard/marina/test/kubetest"
 )
 
 // The test network plays the lab's bridge (network.bridgeCIDR); no other

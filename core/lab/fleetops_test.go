@@ -16,7 +16,7 @@ import (
 
 	"github.com/bcollard/marina/core/fleet"
 	"github.com/bcollard/marina/core/lifecycle"
-	"github.com/bcollard/marina/test/kubetest"
+	"github.com/bcollard/marina/sdk/kubetest"
 )
 
 // recordingProvider records the order of deletes and fails those asked to.

@@ -30,8 +30,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/kubetest"
 	"github.com/bcollard/marina/sdk/plugintest"
-	"github.com/bcollard/marina/test/kubetest"
 )
 
 // fixedNow is the restart time the plugin's clock gives in these tests.

@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/kubetest"
 	"github.com/bcollard/marina/sdk/plugintest"
-	"github.com/bcollard/marina/test/kubetest"
 )
 
 // TestAvailable: the readiness rule over Deployment statuses (tier 0).

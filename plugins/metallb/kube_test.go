@@ -1,6 +1,6 @@
 package metallb
 
-// Tier 3: PostCluster against a real kube-apiserver (test/kubetest). There
+// Tier 3: PostCluster against a real kube-apiserver (sdk/kubetest). There
 // is no kubelet or controller-manager, so the test plays the parts of the
 // cluster the plugin relies on — see fakeController.
 
@@ -41,8 +41,8 @@ import (
 
 	"github.com/bcollard/marina/sdk"
 	"github.com/bcollard/marina/sdk/kube"
+	"github.com/bcollard/marina/sdk/kubetest"
 	"github.com/bcollard/marina/sdk/plugintest"
-	"github.com/bcollard/marina/test/kubetest"
 )
 
 const webhookService = "metallb-webhook-service"

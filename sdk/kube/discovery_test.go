@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/bcollard/marina/sdk/kube"
-	"github.com/bcollard/marina/test/kubetest"
+	"github.com/bcollard/marina/sdk/kubetest"
 )
 
 // gadgetCRD serves kind Gadget in two versions; v1 is the preferred one.

@@ -1,6 +1,6 @@
 package kube_test
 
-// Tier 3: the helpers against a real kube-apiserver (test/kubetest).
+// Tier 3: the helpers against a real kube-apiserver (sdk/kubetest).
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/bcollard/marina/sdk/kube"
-	"github.com/bcollard/marina/test/kubetest"
+	"github.com/bcollard/marina/sdk/kubetest"
 )
 
 const manifest = `apiVersion: apiextensions.k8s.io/v1

@@ -11,6 +11,7 @@ import (
 	"github.com/bcollard/marina/sdk"
 	"github.com/bcollard/marina/sdk/container"
 	"github.com/bcollard/marina/sdk/kube"
+	"github.com/bcollard/marina/sdk/kubetest"
 	"github.com/bcollard/marina/sdk/plugintest"
 )
 
@@ -77,5 +78,28 @@ func TestQuiet(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != "PASS" {
 		t.Errorf("a passing harness test printed more than PASS:\n%s", out)
+	}
+}
+
+// TestWithKubeconfigRealAPIServer (tier 3): an author's test runs a hook
+// against a real kube-apiserver (sdk/kubetest) through the harness, and the
+// hook finds the same kubeconfig on disk at KubeconfigPath.
+func TestWithKubeconfigRealAPIServer(t *testing.T) {
+	c := kubetest.Start(t)
+	h := plugintest.New(t, reacher{})
+	if _, err := h.Run(sdk.PostCluster, plugintest.WithKubeconfig(c.Kubeconfig)); err != nil {
+		t.Fatalf("PostCluster against a real API server: %v", err)
+	}
+	if out := c.Kubectl(t, "get", "configmap", "x", "-n", "default", "-o", "name"); strings.TrimSpace(out) != "configmap/x" {
+		t.Errorf("the hook's ConfigMap: %q", out)
+	}
+	rec := &recorder{}
+	hr := plugintest.New(t, rec)
+	if _, err := hr.Run(sdk.PostCluster, plugintest.WithKubeconfig(c.Kubeconfig)); err != nil {
+		t.Fatal(err)
+	}
+	req, _, file := rec.last()
+	if string(req.Cluster.Kubeconfig) != string(c.Kubeconfig) || file != string(c.Kubeconfig) {
+		t.Errorf("kubeconfig in the request / on disk is not the one given")
 	}
 }

@@ -200,6 +200,16 @@ func WithCluster(edit func(*sdk.Cluster)) Option {
 	return func(o *runOptions) { o.cluster = append(o.cluster, edit) }
 }
 
+// WithKubeconfig gives cluster hooks a real cluster: Cluster.Kubeconfig is
+// kubeconfig (also written to Cluster.KubeconfigPath, as marina does), for
+// example that of a kube-apiserver the test started with sdk/kubetest:
+//
+//	c := kubetest.Start(t)
+//	res, err := h.Run(sdk.PostCluster, plugintest.WithKubeconfig(c.Kubeconfig))
+func WithKubeconfig(kubeconfig []byte) Option {
+	return WithCluster(func(c *sdk.Cluster) { c.Kubeconfig = kubeconfig })
+}
+
 // WithDeps sets the outputs of the plugins this plugin depends on, by plugin
 // name, as the host passes them from their earlier hooks.
 func WithDeps(deps map[string]map[string]string) Option {
@@ -246,13 +256,19 @@ func (h *Harness) Run(hook sdk.Hook, opts ...Option) (*sdk.Result, error) {
 		for _, edit := range o.cluster {
 			edit(c)
 		}
-		if c.KubeconfigPath == "" {
+		ownPath := c.KubeconfigPath == ""
+		if ownPath {
 			c.KubeconfigPath = filepath.Join(h.kubeDir, c.Name+".kubeconfig")
 		}
-		if hook != sdk.PreCluster && c.Kubeconfig == nil {
-			c.Kubeconfig = fakeKubeconfig(c, h.noAPIServer())
-			if err := os.WriteFile(c.KubeconfigPath, c.Kubeconfig, 0o600); err != nil {
-				h.t.Fatalf("plugintest: writing the fake kubeconfig: %v", err)
+		if hook != sdk.PreCluster {
+			if c.Kubeconfig == nil {
+				c.Kubeconfig = fakeKubeconfig(c, h.noAPIServer())
+			}
+			// As marina does, the kubeconfig is also on disk at KubeconfigPath.
+			if ownPath && len(c.Kubeconfig) > 0 {
+				if err := os.WriteFile(c.KubeconfigPath, c.Kubeconfig, 0o600); err != nil {
+					h.t.Fatalf("plugintest: writing the kubeconfig: %v", err)
+				}
 			}
 		}
 		call.Cluster = c
@@ -288,7 +304,7 @@ func (h *Harness) Run(hook sdk.Hook, opts ...Option) (*sdk.Result, error) {
 // noAPIMessage is what the harness's stand-in API server answers to every
 // request: client-go shows a Status's message as the error.
 const noAPIMessage = "plugintest: no Kubernetes API server behind this cluster's kubeconfig; " +
-	"give the hook one with plugintest.WithCluster(func(c *sdk.Cluster) { c.Kubeconfig = ... })"
+	"give the hook one with plugintest.WithKubeconfig (e.g. from sdk/kubetest: kubetest.Start(t).Kubeconfig)"
 
 // noAPIServer returns the URL of the server the default kubeconfig points
 // at: a TLS listener on 127.0.0.1 that answers every request with 503 and

@@ -10,7 +10,7 @@
 #   test/tools/build.sh
 #
 # The binaries go to $MARINA_TEST_CACHE/kube/bin (outside the checkout), where
-# test/kubetest finds them. A file .inputs next to them records the hash of what
+# sdk/kubetest finds them. A file .inputs next to them records the hash of what
 # determined them (every module's go.mod and go.sum, this script, the tools, etcd,
 # overlay and stub sources, the Go version); when it matches and every binary is
 # there, nothing is built, so a second run takes about a second. A cold build takes

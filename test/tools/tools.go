@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools pins the Kubernetes commands that build.sh compiles for marina's
-// tier-3 tests (a real kube-apiserver on 127.0.0.1, see test/kubetest), so that
+// tier-3 tests (a real kube-apiserver on 127.0.0.1, see sdk/kubetest), so that
 // `go mod tidy` keeps k8s.io/kubernetes and everything they need in go.mod.
 //
 // This module is separate from marina's own go.mod on purpose: k8s.io/kubernetes

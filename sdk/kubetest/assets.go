@@ -13,6 +13,10 @@ import (
 const (
 	// AssetsEnv names a directory holding kube-apiserver, etcd and kubectl.
 	AssetsEnv = "MARINA_KUBE_ASSETS"
+	// EnvtestAssetsEnv is controller-runtime envtest's variable for the same
+	// directory (what `setup-envtest use -p path` prints), read when
+	// AssetsEnv is not set: a plugin author's machine may have it already.
+	EnvtestAssetsEnv = "KUBEBUILDER_ASSETS"
 	// CacheEnv is the test cache directory; the binaries are in <cache>/kube/bin.
 	CacheEnv = "MARINA_TEST_CACHE"
 	// SkipEnv turns missing binaries into a skip, unless CI is set.
@@ -67,17 +71,21 @@ func executable(path string) bool {
 }
 
 // buildFix says how to get binaries missing from a directory found through from
-// ("the test cache" or "$MARINA_KUBE_ASSETS").
+// ("the test cache", "$MARINA_KUBE_ASSETS" or "$KUBEBUILDER_ASSETS").
 func buildFix(from string) string {
-	fix := "run " + BuildCommand + " (builds them into $" + CacheEnv + "/kube/bin, ~15–20 min cold)"
-	if from != "the test cache" {
-		fix = "put them there, or unset " + AssetsEnv + " and " + fix
+	fix := "in marina's repository, run " + BuildCommand + " (builds them into $" + CacheEnv + "/kube/bin, ~15–20 min cold); " +
+		"elsewhere, set " + EnvtestAssetsEnv + " to a directory holding them, e.g. the one `go run sigs.k8s.io/controller-runtime/tools/setup-envtest@latest use -p path` prints"
+	switch from {
+	case "$" + AssetsEnv:
+		fix = "put them there, or unset " + AssetsEnv + "; " + fix
+	case "$" + EnvtestAssetsEnv:
+		fix = "put them there, or unset " + EnvtestAssetsEnv + "; " + fix
 	}
 	return fix
 }
 
-// FindAssets looks the binaries up: in $MARINA_KUBE_ASSETS when set, else in
-// $MARINA_TEST_CACHE/kube/bin (default $HOME/.cache/marina-test/kube/bin). The
+// FindAssets looks the binaries up: in $MARINA_KUBE_ASSETS when set, else
+// in $KUBEBUILDER_ASSETS when set, else in $MARINA_TEST_CACHE/kube/bin (default $HOME/.cache/marina-test/kube/bin). The
 // error names the missing binaries and the command that builds them.
 func FindAssets() (Assets, error) {
 	return findAssets(os.Getenv)
@@ -85,6 +93,9 @@ func FindAssets() (Assets, error) {
 
 func findAssets(getenv func(string) string) (Assets, error) {
 	dir, from := getenv(AssetsEnv), "$"+AssetsEnv
+	if dir == "" {
+		dir, from = getenv(EnvtestAssetsEnv), "$"+EnvtestAssetsEnv
+	}
 	if dir == "" {
 		cache := getenv(CacheEnv)
 		if cache == "" {
@@ -147,7 +158,7 @@ func requireAssets(t testing.TB, a Assets, err error, getenv func(string) string
 		return Assets{}
 	}
 	t.Fatalf("tier-3 test binaries not available: %v\n"+
-		"make test-setup builds them (make test does it first).\n"+
+		"In marina's repository, make test-setup builds them (make test does it first).\n"+
 		"Without them, set %s=1 to skip tier-3 tests (ignored when CI is set).", err, SkipEnv)
 	return Assets{}
 }

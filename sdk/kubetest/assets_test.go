@@ -60,6 +60,13 @@ func TestFindAssets(t *testing.T) {
 	}{
 		{name: "assets dir", env: map[string]string{AssetsEnv: full, CacheEnv: cache}, wantDir: full, wantControllers: true},
 		{name: "cache dir", env: map[string]string{CacheEnv: cache, "HOME": home}, wantDir: filepath.Join(cache, "kube", "bin")},
+		{name: "envtest's dir", env: map[string]string{EnvtestAssetsEnv: noControllers, CacheEnv: cache}, wantDir: noControllers},
+		{name: "marina's dir before envtest's", env: map[string]string{AssetsEnv: full, EnvtestAssetsEnv: noControllers}, wantDir: full, wantControllers: true},
+		{
+			name:    "empty envtest dir",
+			env:     map[string]string{EnvtestAssetsEnv: empty, CacheEnv: cache},
+			wantErr: []string{"missing from " + empty + " ($" + EnvtestAssetsEnv + ")", "unset " + EnvtestAssetsEnv, "setup-envtest"},
+		},
 		{name: "controllers missing or not executable", env: map[string]string{AssetsEnv: noControllers}, wantDir: noControllers},
 		{
 			name:    "empty assets dir",
@@ -74,7 +81,7 @@ func TestFindAssets(t *testing.T) {
 		{
 			name:    "home default, nothing built",
 			env:     map[string]string{"HOME": home},
-			wantErr: []string{"kube-apiserver, etcd, kubectl missing from " + filepath.Join(home, ".cache", "marina-test", "kube", "bin"), "fix: run " + BuildCommand},
+			wantErr: []string{"kube-apiserver, etcd, kubectl missing from " + filepath.Join(home, ".cache", "marina-test", "kube", "bin"), "run " + BuildCommand},
 		},
 		{
 			name:    "no HOME",
@@ -154,7 +161,7 @@ func TestRequireAssetsPolicy(t *testing.T) {
 				t.Errorf("skip = %q, want skip %v", ftb.skip, tt.wantSkip)
 			}
 			if tt.wantFatal {
-				for _, want := range []string{"fix: run " + BuildCommand, SkipEnv + "=1", "ignored when CI is set"} {
+				for _, want := range []string{"run " + BuildCommand, SkipEnv + "=1", "ignored when CI is set"} {
 					if !strings.Contains(ftb.fatal, want) {
 						t.Errorf("fatal message %q does not contain %q", ftb.fatal, want)
 					}
@@ -182,7 +189,7 @@ func TestRequireToolPolicy(t *testing.T) {
 		{
 			name:      "missing from the cache",
 			env:       map[string]string{},
-			wantFatal: []string{MetalLBControllerName + " missing from /x (the test cache)", "fix: run " + BuildCommand, SkipEnv + "=1"},
+			wantFatal: []string{MetalLBControllerName + " missing from /x (the test cache)", "run " + BuildCommand, SkipEnv + "=1"},
 		},
 		{
 			name:      "missing from the assets dir",
@@ -230,7 +237,7 @@ func TestVersionMatchesToolsGoMod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.module, func(t *testing.T) {
-			if got := requiredVersion(t, filepath.Join("..", "tools", tt.goMod), tt.module); got != tt.want {
+			if got := requiredVersion(t, filepath.Join("..", "..", "test", "tools", tt.goMod), tt.module); got != tt.want {
 				t.Errorf("test/tools/%s requires %s %q, kubetest.%s is %q; change %s",
 					tt.goMod, tt.module, got, tt.constant, tt.want, tt.constant)
 			}

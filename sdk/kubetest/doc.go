@@ -1,6 +1,8 @@
-// Package kubetest runs marina's tier-3 tests against a real Kubernetes control
-// plane: an etcd and a kube-apiserver started as child processes on 127.0.0.1 for
-// one test, ready in about 3–5 s, stopped and checked gone when the test ends.
+// Package kubetest runs tests against a real Kubernetes control plane: an
+// etcd and a kube-apiserver started as child processes on 127.0.0.1 for one
+// test, ready in about 3–5 s, stopped and checked gone when the test ends.
+// marina's tier-3 tests use it, and so can a plugin's: hand the cluster's
+// kubeconfig to the harness with plugintest.WithKubeconfig(c.Kubeconfig).
 //
 //	c := kubetest.Start(t)                    // etcd + kube-apiserver, ready
 //	cs := c.Clientset(t)                      // client-go, admin (system:masters)
@@ -33,6 +35,10 @@
 //	                    for the tests that run them, metallb-controller and
 //	                    external-dns); overrides the cache (controller-runtime's
 //	                    KUBEBUILDER_ASSETS layout, so the same directory serves both).
+//	KUBEBUILDER_ASSETS  controller-runtime envtest's variable for that directory,
+//	                    read when MARINA_KUBE_ASSETS is not set: outside marina's
+//	                    repository, `go run sigs.k8s.io/controller-runtime/tools/setup-envtest@latest
+//	                    use -p path` downloads the binaries and prints the directory.
 //	MARINA_TEST_CACHE   cache dir (default $HOME/.cache/marina-test); the binaries
 //	                    are looked up in $MARINA_TEST_CACHE/kube/bin.
 //	MARINA_SKIP_KUBE=1  turns missing binaries into a skip instead of a failure, for
