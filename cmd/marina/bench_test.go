@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/test/bench"
-	"github.com/bcollard/marina/test/dockertest"
 )
 
 // benchPlugins is how many plugins BenchmarkPluginList10 installs.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bcollard/marina/test/dockertest"
+	"github.com/bcollard/marina/sdk/dockertest"
 )
 
 // TestClusterE2EUsage: bad arguments exit 2 before anything is contacted

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bcollard/marina/test/dockertest"
+	"github.com/bcollard/marina/sdk/dockertest"
 )
 
 // TestDockerEnvContextShell runs docker-env, docker-context and shell on the

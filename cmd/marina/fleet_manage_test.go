@@ -18,8 +18,8 @@ import (
 
 	"github.com/bcollard/marina/core/fleet"
 	"github.com/bcollard/marina/core/lab"
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/kubetest"
-	"github.com/bcollard/marina/test/dockertest"
 )
 
 // fleetE2ESubnet is this test's docker network: outside 172.16.0.0/12,

@@ -23,8 +23,8 @@ import (
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/kubetest"
-	"github.com/bcollard/marina/test/dockertest"
 )
 
 func TestPickerParseSelection(t *testing.T) {

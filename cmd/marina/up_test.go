@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bcollard/marina/test/dockertest"
+	"github.com/bcollard/marina/sdk/dockertest"
 )
 
 // e2eSubnet is this package's test bridge (other packages use other ones).

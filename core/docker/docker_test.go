@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bcollard/marina/core/docker"
-	"github.com/bcollard/marina/test/dockertest"
+	"github.com/bcollard/marina/sdk/dockertest"
 )
 
 // subnet is this package's test network (other packages use other ones).

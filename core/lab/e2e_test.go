@@ -42,9 +42,9 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/kube"
 	"github.com/bcollard/marina/sdk/kubetest"
-	"github.com/bcollard/marina/test/dockertest"
 )
 
 // The test network plays the lab's bridge (network.bridgeCIDR); no other

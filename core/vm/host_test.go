@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bcollard/marina/test/dockertest"
+	"github.com/bcollard/marina/sdk/dockertest"
 )
 
 func TestResolve(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/plugintest"
-	"github.com/bcollard/marina/test/dockertest"
 )
 
 // Test network for this package's tier-2 tests; other packages use

@@ -19,8 +19,8 @@ import (
 
 	"github.com/bcollard/marina/plugins/localdns"
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/plugintest"
-	"github.com/bcollard/marina/test/dockertest"
 )
 
 // This package's tier-2 network; other packages use other subnets.

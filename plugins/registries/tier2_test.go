@@ -28,8 +28,8 @@ import (
 	"github.com/bcollard/marina/plugins/registries"
 	"github.com/bcollard/marina/sdk"
 	"github.com/bcollard/marina/sdk/container"
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/plugintest"
-	"github.com/bcollard/marina/test/dockertest"
 )
 
 // subnet is this package's test network (other packages use 172.27-172.31).

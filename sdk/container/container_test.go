@@ -14,7 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/bcollard/marina/sdk/container"
-	"github.com/bcollard/marina/test/dockertest"
+	"github.com/bcollard/marina/sdk/dockertest"
 )
 
 // subnet is this package's test network; other packages use other subnets.

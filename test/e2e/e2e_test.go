@@ -30,7 +30,7 @@ import (
 	"github.com/bcollard/marina/plugins/coredns/corefile"
 	"github.com/bcollard/marina/plugins/externaldns"
 	"github.com/bcollard/marina/plugins/metallb"
-	"github.com/bcollard/marina/test/dockertest"
+	"github.com/bcollard/marina/sdk/dockertest"
 )
 
 // Bounds of what the tests wait for after marina returned.

@@ -31,8 +31,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/bcollard/marina/plugins/externaldns"
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/kubetest"
-	"github.com/bcollard/marina/test/dockertest"
 )
 
 // podSpec names a Deployment marina applies whose pod the tests run, and

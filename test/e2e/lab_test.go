@@ -21,8 +21,8 @@ import (
 
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/kubetest"
-	"github.com/bcollard/marina/test/dockertest"
 	"github.com/bcollard/marina/test/standin"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bcollard/marina/test/dockertest"
+	"github.com/bcollard/marina/sdk/dockertest"
 )
 
 // A user's lab: marina's defaults (what `make demo` brings up).

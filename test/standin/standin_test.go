@@ -39,8 +39,8 @@ import (
 	"github.com/bcollard/marina/plugins/coredns"
 	"github.com/bcollard/marina/plugins/coredns/corefile"
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/kubetest"
-	"github.com/bcollard/marina/test/dockertest"
 	"github.com/bcollard/marina/test/standin"
 	"github.com/bcollard/marina/test/standin/internal/addon"
 )

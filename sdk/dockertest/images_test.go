@@ -10,7 +10,7 @@ import (
 // test/images/build.sh produces: marina-test/<name>:<version of the upstream module
 // in test/images/go.mod>. Bumping a version in one place only fails here.
 func TestImageTagsMatchGoMod(t *testing.T) {
-	gomod, err := os.ReadFile("../images/go.mod")
+	gomod, err := os.ReadFile("../../test/images/go.mod")
 	if err != nil {
 		t.Fatalf("read test/images/go.mod: %v", err)
 	}
