@@ -12,6 +12,12 @@ LDFLAGS       := -s -w \
   -X $(PKG)/core/buildinfo.Version=$(VERSION) \
   -X $(PKG)/core/buildinfo.Commit=$(COMMIT) \
   -X $(PKG)/core/buildinfo.BuildDate=$(BUILD_DATE)
+# build and install (not the release) record the checkout, so that `marina
+# plugin new` on a development build points the new plugin at this SDK
+# (core/buildinfo.SourceDir); skipped for a path with a space, which -X cannot carry
+empty         :=
+space         := $(empty) $(empty)
+DEV_LDFLAGS   := $(LDFLAGS)$(if $(findstring $(space),$(CURDIR)),, -X $(PKG)/core/buildinfo.Checkout=$(CURDIR))
 # Tools and build caches live outside the checkout so repeated runs are fast.
 CACHE_DIR     ?= $(HOME)/.cache/marina-tools
 TOOLS_BIN     := $(CACHE_DIR)/bin
@@ -46,7 +52,7 @@ SIGN           = codesign --entitlements $(ENTITLEMENTS) --force -s - $(1)
 # not know (core/homeenv). One go build of both: they share most packages.
 BUILD_CGO     = $(if $(filter Darwin,$(HOST_OS)),CGO_ENABLED=1 ,CGO_ENABLED=0 )
 build:
-	$(BUILD_CGO)$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/marina ./cmd/marina-lima
+	$(BUILD_CGO)$(GO) build -trimpath -ldflags '$(DEV_LDFLAGS)' -o bin/ ./cmd/marina ./cmd/marina-lima
 ifeq ($(HOST_OS),Darwin)
 	$(call SIGN,bin/marina-lima)
 endif
@@ -55,7 +61,7 @@ endif
 ## stamped (on macOS: marina-lima signed like build)
 GOBIN_DIR      = $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 install:
-	$(BUILD_CGO)$(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/marina ./cmd/marina-lima
+	$(BUILD_CGO)$(GO) install -trimpath -ldflags '$(DEV_LDFLAGS)' ./cmd/marina ./cmd/marina-lima
 ifeq ($(HOST_OS),Darwin)
 	$(call SIGN,$(GOBIN_DIR)/marina-lima)
 endif
@@ -152,9 +158,15 @@ test-images:
 test-kube:
 	bash test/tools/build.sh
 
+## SDK: the plugin SDK is a module of its own (sdk/go.mod; marina requires it
+## with a replace to ./sdk). Package patterns name it by import path, so one go
+## command covers both modules; fuzzing and `go mod tidy` run inside sdk/
+SDK_MOD := github.com/bcollard/marina/sdk
+PKGS := ./... $(SDK_MOD)/...
+
 ## test-short: quick loop while editing
 test-short:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 $(PKGS)
 
 ## fuzz: run every fuzz target for FUZZTIME each (an execution count: Go 1.26's
 ## coordinator can fail a duration-bounded run with "context deadline exceeded", go.dev/issue/75804).
@@ -164,16 +176,23 @@ fuzz:
 	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
 	  for target in $$(grep -h -o '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //' | sort); do \
 	    echo "fuzz $$dir $$target ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$dir; \
+	    case $$dir in \
+	      ./sdk/*) $(GO) -C sdk test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$${dir#./sdk/} ;; \
+	      *) $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$dir ;; \
+	    esac; \
 	  done; \
 	done
 
-## lint: gofmt, go vet, staticcheck
+## lint: gofmt, go vet, staticcheck (both modules), and both go.mod files tidy
+## (the SDK module must build on its own: a plugin depends on it alone)
 lint: $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	$(STATICCHECK) ./...
+	$(GO) mod tidy -diff
+	$(GO) -C sdk mod tidy -diff
+	$(GO) -C sdk build ./...
+	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
 
 ## vet-darwin: the macOS build compiles and vets without cgo; then the code only a
 ## cgo build compiles (darwin && cgo: Lima's vz driver and host agent, marina's
@@ -181,7 +200,7 @@ lint: $(STATICCHECK)
 ## faked (packaging/darwin/cgocheck; arm64, whose files are a superset of amd64's).
 ## C, Objective-C and linking are checked only on a Mac (.github/workflows/release.yml)
 vet-darwin:
-	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $(PKGS)
 	$(GO) run ./packaging/darwin/cgocheck -goarch arm64 ./...
 
 ## docs: regenerate docs/config.md from the config schema
@@ -193,7 +212,7 @@ docs:
 ## start-up figures: docs/design.md "Start-up figures"). Reported, never asserted
 bench:
 	out=$$(mktemp); trap 'rm -f "$$out"' EXIT; set -o pipefail; \
-	  $(GO) test -run '^$$' -bench . -benchmem ./... | tee "$$out"; rc=$$?; \
+	  $(GO) test -run '^$$' -bench . -benchmem $(PKGS) | tee "$$out"; rc=$$?; \
 	  bash test/bench/summary.sh <"$$out"; exit $$rc
 
 ## ci: what .ci/run runs

@@ -25,8 +25,12 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
 say() { echo "run.sh: $*" >&2; }
 
-proc_pkgs=(./core/plugin ./core/kind ./core/lock ./core/kubeconfig ./sdk/plugintest)
-proc_re="/($(printf '%s|' "${proc_pkgs[@]#./}" | sed 's/|$//'))\$"
+# The SDK is a module of its own (sdk/go.mod, required with a replace to
+# ./sdk): its packages are named by import path, which the go command
+# resolves from the root module.
+sdk_mod=github.com/bcollard/marina/sdk
+proc_pkgs=(./core/plugin ./core/kind ./core/lock ./core/kubeconfig "$sdk_mod/plugintest")
+proc_re="/(core/plugin|core/kind|core/lock|core/kubeconfig|sdk/plugintest)\$"
 count="${PROC_COUNT:-1}"
 phases="${TEST_PHASES:-setup marina process harness e2e}"
 read -r -a extra <<<"${GOTESTFLAGS:-}"
@@ -39,7 +43,7 @@ for phase in $phases; do
     setup) timed "make test" passed setup bash test/setup.sh ;;
     marina)
       # shellcheck disable=SC2046
-      timed "make test" passed marina go test -race -count=1 "${extra[@]}" $(go list ./... | grep -v '/test/' | grep -Ev "$proc_re") ;;
+      timed "make test" passed marina go test -race -count=1 "${extra[@]}" $(go list ./... "$sdk_mod/..." | grep -v '/test/' | grep -Ev "$proc_re") ;;
     process) timed "make test" passed process go test -race -count="$count" "${extra[@]}" "${proc_pkgs[@]}" ;;
     harness)
       # shellcheck disable=SC2046

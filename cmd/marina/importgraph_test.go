@@ -64,6 +64,7 @@ var forbidden = []forbiddenImport{
 	{pkg: "github.com/bcollard/marina/test/...", reason: "the test harness (kind stand-in, Kubernetes helpers) never ships"},
 	{pkg: "github.com/bcollard/marina/sdk/plugintest", reason: "the plugin test harness never ships"},
 	{pkg: "github.com/bcollard/marina/sdk/kubetest", reason: "the real-API-server test fixture never ships"},
+	{pkg: "github.com/bcollard/marina/sdk/dockertest", reason: "the Docker test fixture never ships"},
 
 	// Lima's VM-running packages (issue 14's measurement: ~92 ms of the
 	// ~119 ms of init per command was gopacket/layers, via usernet) live in

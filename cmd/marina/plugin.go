@@ -978,14 +978,20 @@ make test install.`,
 			if o.Dir == "" {
 				o.Dir = "marina-plugin-" + o.Name
 			}
+			devSDK := ""
 			if o.SDKVersion == "" && o.SDKPath == "" {
 				if v := buildinfo.Get().Version; strings.HasPrefix(v, "v") && !strings.Contains(v, "-") {
-					o.SDKVersion = v
+					o.SDKVersion = v // a release: the SDK module of the same version
+				} else if dir := buildinfo.SourceDir(); dir != "" {
+					o.SDKPath, devSDK = dir, dir // a development build: its checkout's SDK
 				}
 			}
 			files, err := scaffold.Write(o)
 			if err != nil {
 				return exitcode.NewUsage(err)
+			}
+			if devSDK != "" {
+				fmt.Fprintf(a.out, "SDK: %s/sdk (the checkout this development build of marina was built from; --sdk or --sdk-version to choose)\n", devSDK)
 			}
 			fmt.Fprintf(a.out, "created %s: %s\nnext: cd %s && go mod tidy && make test install\n", o.Dir, strings.Join(files, ", "), o.Dir)
 			return nil
@@ -994,8 +1000,8 @@ make test install.`,
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "directory to create (default ./marina-plugin-NAME)")
 	cmd.Flags().StringVar(&o.Module, "module", "", "Go module path, e.g. github.com/you/marina-plugin-NAME (default example.com/marina-plugin-NAME)")
 	cmd.Flags().StringVar(&o.Description, "description", "", "one line describing the plugin (at most 200 characters, no newlines or control characters; quotes are fine)")
-	cmd.Flags().StringVar(&o.SDKPath, "sdk", "", "build against a local marina checkout (adds a replace directive)")
-	cmd.Flags().StringVar(&o.SDKVersion, "sdk-version", "", "marina module version to require (default: this marina's version)")
+	cmd.Flags().StringVar(&o.SDKPath, "sdk", "", "build against the SDK of a local marina checkout (a replace directive to its sdk/; default for a development build: the checkout it was built from)")
+	cmd.Flags().StringVar(&o.SDKVersion, "sdk-version", "", "version of the SDK module github.com/bcollard/marina/sdk to require (default: this marina's version)")
 	return cmd
 }
 

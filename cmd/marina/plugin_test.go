@@ -21,8 +21,15 @@ func TestPluginLifecycle(t *testing.T) {
 	}
 	work := t.TempDir()
 	dir := filepath.Join(work, "marina-plugin-acme")
-	if r := marina(t, home, nil, "plugin", "new", "acme", "--dir", dir, "--sdk", repo); r.code != 0 {
-		t.Fatalf("plugin new: %d %s", r.code, r.stderr)
+	// A development build (this test's marina, built from this checkout)
+	// points the new plugin at its checkout's SDK module without flags.
+	r := marina(t, home, nil, "plugin", "new", "acme", "--dir", dir)
+	if r.code != 0 || !strings.Contains(r.stdout, "SDK: "+filepath.Join(repo, "sdk")+" (the checkout this development build") {
+		t.Fatalf("plugin new: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if gomod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !strings.Contains(string(gomod), "require github.com/bcollard/marina/sdk v0.0.0") ||
+		!strings.Contains(string(gomod), "replace github.com/bcollard/marina/sdk => "+filepath.Join(repo, "sdk")) {
+		t.Fatalf("go.mod: %v\n%s", err, gomod)
 	}
 	gocmd := func(args ...string) {
 		t.Helper()
@@ -88,7 +95,7 @@ func TestPluginLifecycle(t *testing.T) {
 		t.Fatalf("validate: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	writeConfig("plugins:\n  acme:\n    enabled: true\n    version: \"^1.1\"\n    config:\n      greting: hi\n")
-	r := marina(t, home, nil, "config", "validate")
+	r = marina(t, home, nil, "config", "validate")
 	if r.code != 2 || !strings.Contains(r.stderr, "acme") || !strings.Contains(r.stderr, `did you mean "greeting"`) {
 		t.Fatalf("bad plugin config: %d %s", r.code, r.stderr)
 	}

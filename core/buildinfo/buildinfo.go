@@ -3,6 +3,8 @@
 package buildinfo
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 )
@@ -12,6 +14,9 @@ var (
 	Version   = "dev"
 	Commit    = ""
 	BuildDate = ""
+	// Checkout is the source directory of a `make build`/`make install`
+	// (not of a release): see SourceDir.
+	Checkout = ""
 )
 
 // Info describes this build.
@@ -52,4 +57,25 @@ func Get() Info {
 		i.BuildDate = "unknown"
 	}
 	return i
+}
+
+// SourceDir returns the marina checkout this binary was built from, when
+// the build recorded it (make build and make install stamp Checkout; a
+// plain `go build` or `go run` records absolute source paths) and that
+// checkout, with the SDK module in sdk/, is still there; "" otherwise (a
+// release, built with -trimpath). `marina plugin new` points
+// a new plugin's go.mod at that checkout's SDK.
+func SourceDir() string {
+	dir := Checkout
+	if dir == "" {
+		_, file, _, ok := runtime.Caller(0)
+		if !ok || !filepath.IsAbs(file) {
+			return "" // -trimpath without Checkout: a release build
+		}
+		dir = filepath.Dir(filepath.Dir(filepath.Dir(file))) // core/buildinfo/buildinfo.go
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sdk", "go.mod")); err != nil {
+		return ""
+	}
+	return dir
 }

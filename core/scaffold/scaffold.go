@@ -38,9 +38,11 @@ type Options struct {
 	Module string
 	// Description is one line about the plugin.
 	Description string
-	// SDKVersion is the marina module version to require (a release such as v0.3.0).
+	// SDKVersion is the version of the SDK module
+	// (github.com/bcollard/marina/sdk) to require, a release such as v0.3.0.
 	SDKVersion string
-	// SDKPath, if set, builds against a local marina checkout (a replace directive).
+	// SDKPath, if set, builds against the SDK of a local marina checkout (a
+	// replace directive to its sdk/ directory).
 	SDKPath string
 }
 
@@ -73,13 +75,13 @@ func Write(o Options) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := os.Stat(filepath.Join(abs, "sdk", "sdk.go")); err != nil {
-			return nil, fmt.Errorf("--sdk %s is not a marina checkout (no sdk/sdk.go)", o.SDKPath)
+		if _, err := os.Stat(filepath.Join(abs, "sdk", "go.mod")); err != nil {
+			return nil, fmt.Errorf("--sdk %s is not a marina checkout (no sdk/go.mod, the SDK module)", o.SDKPath)
 		}
 		if strings.ContainsFunc(abs, unicode.IsControl) {
 			return nil, fmt.Errorf("--sdk %s: the path contains control characters (a newline?); move the checkout to a plain path", excerpt(o.SDKPath))
 		}
-		o.SDKPath = abs
+		o.SDKPath = filepath.Join(abs, "sdk")
 		if o.SDKVersion == "" {
 			o.SDKVersion = "v0.0.0"
 		}

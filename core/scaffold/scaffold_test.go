@@ -154,7 +154,7 @@ func TestScaffoldQuotesUserInput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("generated go.mod does not parse: %v\n%s", err, data)
 	}
-	if mf.Module.Mod.Path != module || len(mf.Replace) != 1 || mf.Replace[0].New.Path != repo {
+	if mf.Module.Mod.Path != module || len(mf.Replace) != 1 || mf.Replace[0].Old.Path != "github.com/bcollard/marina/sdk" || mf.Replace[0].New.Path != filepath.Join(repo, "sdk") {
 		t.Fatalf("go.mod: module %q, replace %+v\n%s", mf.Module.Mod.Path, mf.Replace, data)
 	}
 }
