@@ -15,12 +15,12 @@ import (
 	"time"
 )
 
-// buildTree builds testdata/treeplugin (and testdata/treehost when host)
+// buildTree builds the SDK's plugintest/testdata/treeplugin (and testdata/treehost when host)
 // into a temporary directory.
 func buildTree(t *testing.T, host bool) (pluginBin, hostBin string) {
 	t.Helper()
 	dir := t.TempDir()
-	pkgs := []string{"./testdata/treeplugin"}
+	pkgs := []string{"github.com/bcollard/marina/sdk/plugintest/testdata/treeplugin"} // in the SDK module: its harness tests use it too
 	if host {
 		pkgs = append(pkgs, "./testdata/treehost")
 	}

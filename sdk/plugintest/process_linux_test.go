@@ -16,10 +16,10 @@ import (
 
 // TestNoLeakedChildren: a plugin whose hook leaves processes behind (a
 // child, a `sleep`, a setsid(2) grandchild and an orphaned setsid
-// grandchild: core/plugin's testdata/treeplugin) leaves none once its test
+// grandchild: testdata/treeplugin, which core/plugin's tests use too) leaves none once its test
 // ended.
 func TestNoLeakedChildren(t *testing.T) {
-	bin := plugintest.Build(t, "../../core/plugin/testdata/treeplugin")
+	bin := plugintest.Build(t, "./testdata/treeplugin")
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	marker := "mk" + hex.EncodeToString(b)
