@@ -133,3 +133,22 @@ func FuzzExtractTarGz(f *testing.F) {
 		}
 	})
 }
+
+// TestSourceManifestPackageFields: what `marina plugin package` adds to
+// marina-plugin.json is checked when read: sha256 per os/arch as hex, a
+// config schema that is JSON.
+func TestSourceManifestPackageFields(t *testing.T) {
+	good := `{"name":"acme","version":"1.0.0","sha256":{"linux/amd64":"` + strings.Repeat("a", 64) + `"},"hooks":["PostCluster"],"configSchema":{"type":"object"},"description":"x"}`
+	if _, err := parseSourceManifest([]byte(good), "m"); err != nil {
+		t.Fatalf("a packaged manifest: %v", err)
+	}
+	for _, tc := range []struct{ json, want string }{
+		{`{"name":"acme","version":"1.0.0","sha256":{"linux":"` + strings.Repeat("a", 64) + `"}}`, "sha256:"},
+		{`{"name":"acme","version":"1.0.0","sha256":{"linux/amd64":"abc"}}`, `sha256[linux/amd64]: "abc" is not a hex sha256`},
+		{`{"name":"acme","version":"1.0.0","hook":["PostUp"]}`, "fields are name, version, protocol, platforms, binary, binaries, sha256, description, hooks, configSchema"},
+	} {
+		if _, err := parseSourceManifest([]byte(tc.json), "m"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.json, err, tc.want)
+		}
+	}
+}

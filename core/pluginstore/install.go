@@ -181,6 +181,12 @@ func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, targe
 	if err != nil {
 		return nil, err
 	}
+	if m := f.manifest; m != nil {
+		if want, ok := m.SHA256[target.String()]; ok && want != sum {
+			return nil, newError(ErrChecksum, fmt.Sprintf("the %s binary from %s has sha256 %s, but its %s says %s: the archive was altered or assembled wrong; nothing was installed",
+				target, source, sum, SourceManifestFile, want))
+		}
+	}
 
 	dctx, cancel := context.WithTimeout(ctx, s.describeTimeout())
 	desc, err := s.describe(dctx, f.binary)
@@ -240,6 +246,10 @@ func checkDescription(d *sdk.Description, m *SourceManifest, c *semver.Constrain
 			return newError(ErrInvalid, fmt.Sprintf("%s in %s says %s %s, but the binary describes itself as %s %s: fix the manifest or rebuild the binary",
 				SourceManifestFile, source, m.Name, m.Version, d.Name, d.Version))
 		}
+		if len(m.Hooks) > 0 && strings.Join(m.Hooks, ",") != hookNames(d) {
+			return newError(ErrInvalid, fmt.Sprintf("%s in %s lists hooks %s, but plugin %s %s implements %s: fix the manifest or rebuild the binary",
+				SourceManifestFile, source, strings.Join(m.Hooks, ","), d.Name, d.Version, hookNames(d)))
+		}
 		if m.Protocol != "" && m.Protocol != d.Protocol {
 			return newError(ErrInvalid, fmt.Sprintf("%s in %s says protocol %s, but plugin %s %s speaks protocol %s: fix the manifest",
 				SourceManifestFile, source, m.Protocol, d.Name, d.Version, d.Protocol))
@@ -254,6 +264,15 @@ func checkDescription(d *sdk.Description, m *SourceManifest, c *semver.Constrain
 		}
 	}
 	return nil
+}
+
+// hookNames lists d's hooks, comma-separated, in the SDK's order.
+func hookNames(d *sdk.Description) string {
+	names := make([]string, len(d.Hooks))
+	for i, h := range d.Hooks {
+		names[i] = string(h)
+	}
+	return strings.Join(names, ",")
 }
 
 // checkProtocol applies the protocol rule (same major, plugin minor at most

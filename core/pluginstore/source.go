@@ -43,6 +43,17 @@ type SourceManifest struct {
 	// marina-plugin-<name>); Binaries gives one per os/arch instead.
 	Binary   string            `json:"binary,omitempty"`
 	Binaries map[string]string `json:"binaries,omitempty"`
+	// SHA256, if set, maps os/arch to the hex sha256 of that platform's
+	// binary (`marina plugin package` writes it): the install refuses a
+	// binary whose digest differs.
+	SHA256 map[string]string `json:"sha256,omitempty"`
+	// Description, Hooks and ConfigSchema are the plugin's own description
+	// (`marina plugin package` copies them from the binary), for a reader
+	// of the archive or a registry; Hooks, when set, must be the hooks the
+	// binary reports.
+	Description  string          `json:"description,omitempty"`
+	Hooks        []string        `json:"hooks,omitempty"`
+	ConfigSchema json.RawMessage `json:"configSchema,omitempty"`
 }
 
 var protocolRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}$`) })
@@ -54,7 +65,7 @@ func parseSourceManifest(data []byte, where string) (*SourceManifest, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, newError(ErrInvalid, fmt.Sprintf("%s is invalid: %v; fields are name, version, protocol, platforms, binary, binaries", where, err))
+		return nil, newError(ErrInvalid, fmt.Sprintf("%s is invalid: %v; fields are name, version, protocol, platforms, binary, binaries, sha256, description, hooks, configSchema", where, err))
 	}
 	var problems []string
 	if !nameRE().MatchString(m.Name) {
@@ -81,6 +92,17 @@ func parseSourceManifest(data []byte, where string) (*SourceManifest, error) {
 		if !localPath(b) {
 			problems = append(problems, fmt.Sprintf("binaries[%s]: %q must be a relative path inside the directory", p, b))
 		}
+	}
+	for p, sum := range m.SHA256 {
+		if _, err := ParsePlatform(p); err != nil {
+			problems = append(problems, fmt.Sprintf("sha256: %v", err))
+		}
+		if !isHexSHA256(sum) {
+			problems = append(problems, fmt.Sprintf("sha256[%s]: %q is not a hex sha256 (64 lower-case hex digits)", p, sum))
+		}
+	}
+	if len(m.ConfigSchema) > 0 && !json.Valid(m.ConfigSchema) {
+		problems = append(problems, "configSchema is not valid JSON")
 	}
 	if m.Binary != "" && !localPath(m.Binary) {
 		problems = append(problems, fmt.Sprintf("binary %q must be a relative path inside the directory", m.Binary))

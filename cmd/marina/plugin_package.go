@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/pluginstore"
+)
+
+func newPluginPackageCmd(a *app) *cobra.Command {
+	var (
+		out, version, output string
+		platforms            []string
+	)
+	cmd := &cobra.Command{
+		Use:   "package [DIR]",
+		Short: "Build a plugin's distributable: an archive per platform with its marina-plugin.json, and SHA256SUMS",
+		Long: `Build the plugin whose main package is DIR (default .) for each platform (default
+darwin/arm64, darwin/amd64, linux/amd64, linux/arm64; --platform to choose) as a static
+binary (CGO_ENABLED=0, -trimpath), and write into --out (default ./dist) one archive per
+platform, marina-plugin-NAME_VERSION_OS_ARCH.tar.gz, holding the binary and a
+marina-plugin.json: name, version, protocol, the platform, the binary's sha256, hooks,
+description and config schema. marina plugin install checks an archive against it (a binary
+whose sha256 differs is refused). SHA256SUMS lists the archives' digests. The plugin is
+built for this machine too and launched once to read its description. Needs the Go
+toolchain. docs/plugins.md, "Packaging", describes the manifest.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			var ps []pluginstore.Platform
+			for _, s := range platforms {
+				for _, one := range strings.Split(s, ",") {
+					p, err := pluginstore.ParsePlatform(strings.TrimSpace(one))
+					if err != nil {
+						return exitcode.NewUsage(fmt.Errorf("--platform: %w", err))
+					}
+					ps = append(ps, p)
+				}
+			}
+			res, err := pluginstore.Package(cmd.Context(), pluginstore.PackageOptions{
+				Dir: dir, Out: out, Platforms: ps, Version: version, Describe: a.describeBinary,
+				Log: func(format string, args ...any) { fmt.Fprintf(a.err, "plugin package: "+format+"\n", args...) },
+			})
+			if err != nil {
+				if errors.Is(err, pluginstore.ErrInvalid) {
+					return exitcode.NewUsage(err)
+				}
+				return err
+			}
+			if output != "text" {
+				return printStructured(a.out, output, res)
+			}
+			fmt.Fprintf(a.out, "packaged %s %s (protocol %s, hooks %s):\n", res.Name, res.Version, res.Protocol, strings.Join(res.Hooks, ","))
+			for _, art := range res.Artifacts {
+				fmt.Fprintf(a.out, "  %-13s %s (%.1f MB)\n", art.Platform, art.Path, float64(art.Size)/1e6)
+			}
+			fmt.Fprintf(a.out, "  checksums     %s\n", res.Sums)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "dist", "directory for the archives and SHA256SUMS")
+	cmd.Flags().StringArrayVar(&platforms, "platform", nil, "os/arch to build for, repeatable or comma-separated (default darwin/arm64, darwin/amd64, linux/amd64, linux/arm64)")
+	cmd.Flags().StringVar(&version, "version", "", "stamp this version (-X main.version=VERSION, the scaffold's variable); the plugin must report it")
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/bcollard/marina/core/pluginstore"
+)
+
+// TestPluginPackage: `marina plugin package` builds a scaffolded plugin into
+// an archive with its marina-plugin.json (name, version, protocol,
+// platform, the binary's sha256, hooks, config schema) and SHA256SUMS;
+// install takes the archive, and refuses it when the manifest's sha256 or
+// hooks do not match the binary. (One platform, this machine's: the cross
+// builds are the same go build with GOOS/GOARCH.)
+func TestPluginPackage(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "marina-plugin-acme")
+	if r := marina(t, home, nil, "plugin", "new", "acme", "--dir", dir); r.code != 0 {
+		t.Fatalf("plugin new: %d %s", r.code, r.stderr)
+	}
+	tidy := exec.Command("go", "mod", "tidy")
+	tidy.Dir = dir
+	tidy.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
+	if out, err := tidy.CombinedOutput(); err != nil {
+		t.Fatalf("go mod tidy: %v\n%s", err, out)
+	}
+	host := runtime.GOOS + "/" + runtime.GOARCH
+	out := filepath.Join(t.TempDir(), "dist")
+
+	// Bad input first: a platform that is not os/arch, a version that is not semver.
+	if r := marina(t, home, nil, "plugin", "package", dir, "--platform", "linux"); r.code != 2 || !strings.Contains(r.stderr, "--platform") {
+		t.Errorf("--platform linux: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "package", dir, "--version", "v1"); r.code != 2 || !strings.Contains(r.stderr, "--version") {
+		t.Errorf("--version v1: exit %d\n%s", r.code, r.stderr)
+	}
+
+	r := marina(t, home, nil, "plugin", "package", dir, "--version", "2.0.0", "--platform", host, "--out", out, "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("plugin package: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var res pluginstore.PackageResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, r.stdout)
+	}
+	if res.Name != "acme" || res.Version != "2.0.0" || len(res.Artifacts) != 1 || res.Artifacts[0].Platform != host {
+		t.Fatalf("result = %+v", res)
+	}
+	archive := res.Artifacts[0].Path
+	if want := "marina-plugin-acme_2.0.0_" + strings.Replace(host, "/", "_", 1) + ".tar.gz"; filepath.Base(archive) != want {
+		t.Errorf("archive %s, want %s", archive, want)
+	}
+	sums, err := os.ReadFile(filepath.Join(out, "SHA256SUMS"))
+	if err != nil || !strings.Contains(string(sums), res.Artifacts[0].SHA256+"  "+filepath.Base(archive)) {
+		t.Errorf("SHA256SUMS: %v\n%s", err, sums)
+	}
+	files := readTarGz(t, archive)
+	var m pluginstore.SourceManifest
+	if err := json.Unmarshal(files["marina-plugin.json"], &m); err != nil {
+		t.Fatalf("marina-plugin.json: %v", err)
+	}
+	if m.Name != "acme" || m.Version != "2.0.0" || m.Protocol != "1.0" || strings.Join(m.Platforms, ",") != host ||
+		m.SHA256[host] != res.Artifacts[0].BinarySHA256 || strings.Join(m.Hooks, ",") != "PostCluster" ||
+		!strings.Contains(string(m.ConfigSchema), `"greeting"`) || m.Binary != "marina-plugin-acme" {
+		t.Errorf("manifest = %+v", m)
+	}
+	if len(files["marina-plugin-acme"]) == 0 {
+		t.Fatal("the archive has no binary")
+	}
+
+	// The manifest is checked at install: altered, the archive is refused.
+	for name, edit := range map[string]func(*pluginstore.SourceManifest){
+		"sha256": func(m *pluginstore.SourceManifest) { m.SHA256[host] = strings.Repeat("0", 64) },
+		"hooks":  func(m *pluginstore.SourceManifest) { m.Hooks = []string{"PostUp"} },
+	} {
+		bad := filepath.Join(t.TempDir(), "bad")
+		if err := os.MkdirAll(bad, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mm := m
+		mm.SHA256 = map[string]string{host: m.SHA256[host]}
+		edit(&mm)
+		b, _ := json.Marshal(mm)
+		if err := os.WriteFile(filepath.Join(bad, "marina-plugin.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bad, "marina-plugin-acme"), files["marina-plugin-acme"], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if r := marina(t, home, nil, "plugin", "install", bad); r.code == 0 || !strings.Contains(r.stderr, "marina-plugin.json") {
+			t.Errorf("install with a wrong %s in the manifest: exit %d\n%s", name, r.code, r.stderr)
+		}
+	}
+	if r := marina(t, home, nil, "plugin", "install", archive); r.code != 0 || !strings.Contains(r.stdout, "installed acme 2.0.0") {
+		t.Fatalf("install the archive: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// readTarGz returns the regular files of a .tar.gz by name.
+func readTarGz(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	files := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name] = b
+	}
+}
