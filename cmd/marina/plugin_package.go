@@ -71,3 +71,44 @@ toolchain. docs/plugins.md, "Packaging", describes the manifest.`,
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
+
+func newPluginPublishCmd(a *app) *cobra.Command {
+	var (
+		dir, output string
+		force       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "publish oci://HOST[:PORT]/REPOSITORY",
+		Short: "Push a packaged plugin version to an OCI registry, tagged with its version",
+		Long: `Push the archives marina plugin package wrote (--dir, default ./dist; one version) to an OCI
+registry: per platform a manifest with artifactType application/vnd.marina.plugin.v1, the
+annotation dev.marina.plugin.protocol and the archive as its one layer
+(application/vnd.marina.plugin.layer.v1.tar+gzip), and an image index of them tagged with the
+version. marina plugin install oci://HOST/REPOSITORY[:VERSION] (or --version CONSTRAINT)
+installs it. A version already published is refused unless --force. Loopback registries
+are spoken to over plain HTTP; credentials come from Docker's config (docker login).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			res, err := store.Publish(cmd.Context(), pluginstore.PublishOptions{Ref: args[0], Dir: dir, Force: force})
+			if err != nil {
+				if errors.Is(err, pluginstore.ErrInvalid) {
+					return exitcode.NewUsage(err)
+				}
+				return err
+			}
+			if output != "text" {
+				return printStructured(a.out, output, res)
+			}
+			fmt.Fprintf(a.out, "published %s %s to %s:%s (%s; %s)\n", res.Name, res.Version, res.Ref, res.Tag, strings.Join(res.Platforms, ", "), res.Digest)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "dist", "directory with the archives of one version (marina plugin package --out)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace the version's tag if it exists")
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}

@@ -5,14 +5,17 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bcollard/marina/core/pluginstore"
+	"github.com/bcollard/marina/sdk/dockertest"
 )
 
 // TestPluginPackage: `marina plugin package` builds a scaffolded plugin into
@@ -132,5 +135,50 @@ func readTarGz(t *testing.T, path string) map[string][]byte {
 			t.Fatal(err)
 		}
 		files[h.Name] = b
+	}
+}
+
+// TestPluginPublishInstall (tier 2): package → publish to the distribution
+// registry (a container on 127.0.0.1) → install by constraint from it →
+// list and verify; publishing the same version again is refused.
+func TestPluginPublishInstall(t *testing.T) {
+	img := dockertest.Image(t, "registry")
+	id := dockertest.Run(t, "-p", "127.0.0.1::5000", img)
+	hostport := dockertest.HostPort(t, id, "5000/tcp").String()
+	dockertest.WaitFor(t, 30*time.Second, 200*time.Millisecond, "registry "+hostport, func() error {
+		resp, err := http.Get("http://" + hostport + "/v2/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "marina-plugin-acme")
+	if r := marina(t, home, nil, "plugin", "new", "acme", "--dir", dir); r.code != 0 {
+		t.Fatalf("plugin new: %d %s", r.code, r.stderr)
+	}
+	tidy := exec.Command("go", "mod", "tidy")
+	tidy.Dir = dir
+	tidy.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
+	if out, err := tidy.CombinedOutput(); err != nil {
+		t.Fatalf("go mod tidy: %v\n%s", err, out)
+	}
+	dist := filepath.Join(t.TempDir(), "dist")
+	if r := marina(t, home, nil, "plugin", "package", dir, "--version", "1.4.0", "--platform", runtime.GOOS+"/"+runtime.GOARCH, "--out", dist); r.code != 0 {
+		t.Fatalf("package: %d %s", r.code, r.stderr)
+	}
+	ref := "oci://" + hostport + "/team/acme"
+	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", dist); r.code != 0 || !strings.Contains(r.stdout, "published acme 1.4.0 to "+ref+":1.4.0") {
+		t.Fatalf("publish: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", dist); r.code != 2 || !strings.Contains(r.stderr, "already exists") {
+		t.Fatalf("publish again: %d\n%s", r.code, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "install", ref, "--version", "^1.4"); r.code != 0 || !strings.Contains(r.stdout, "installed acme 1.4.0") {
+		t.Fatalf("install from the registry: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "verify"); r.code != 0 {
+		t.Fatalf("verify: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
