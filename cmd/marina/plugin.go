@@ -90,7 +90,8 @@ with plugins.<name>.version (a semver constraint) and ~/.marina/plugins.lock rec
 choice and the binary's sha256, checked before every launch. See docs/plugins.md.`,
 	}
 	cmd.AddCommand(newPluginListCmd(a), newPluginInfoCmd(a), newPluginInstallCmd(a), newPluginRemoveCmd(a),
-		newPluginToggleCmd(a, true), newPluginToggleCmd(a, false), newPluginVerifyCmd(a), newPluginNewCmd(a), newPluginPackageCmd(a), newPluginPublishCmd(a))
+		newPluginToggleCmd(a, true), newPluginToggleCmd(a, false), newPluginVerifyCmd(a), newPluginNewCmd(a), newPluginPackageCmd(a), newPluginPublishCmd(a),
+		newPluginVersionsCmd(a), newPluginOutdatedCmd(a), newPluginUpgradeCmd(a))
 	return cmd
 }
 

@@ -181,4 +181,49 @@ func TestPluginPublishInstall(t *testing.T) {
 	if r := marina(t, home, nil, "plugin", "verify"); r.code != 0 {
 		t.Fatalf("verify: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+
+	// Newer versions appear in the registry: versions lists them, outdated
+	// compares, upgrade installs the newest the constraint allows.
+	writeConfigFile(t, home, "plugins:\n  acme:\n    enabled: true\n    version: \"^1\"\n")
+	for _, v := range []string{"1.5.0", "2.0.0"} {
+		d := filepath.Join(t.TempDir(), "dist")
+		if r := marina(t, home, nil, "plugin", "package", dir, "--version", v, "--platform", runtime.GOOS+"/"+runtime.GOARCH, "--out", d); r.code != 0 {
+			t.Fatalf("package %s: %d %s", v, r.code, r.stderr)
+		}
+		if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", d); r.code != 0 {
+			t.Fatalf("publish %s: %d %s", v, r.code, r.stderr)
+		}
+	}
+	r := marina(t, home, nil, "plugin", "versions", "acme", "-o", "json")
+	var vs []pluginstore.RemoteVersion
+	if err := json.Unmarshal([]byte(r.stdout), &vs); err != nil || r.code != 0 {
+		t.Fatalf("versions: %d %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	if len(vs) != 3 || vs[0].Version != "2.0.0" || vs[2].Version != "1.4.0" || !vs[0].Runnable || vs[0].Protocol != "1.0" {
+		t.Fatalf("versions = %+v", vs)
+	}
+	r = marina(t, home, nil, "plugin", "outdated", "-o", "json")
+	var rows []outdatedRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || r.code != 0 {
+		t.Fatalf("outdated: %d %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	if len(rows) != 1 || rows[0].Installed != "1.4.0" || rows[0].Wanted != "1.5.0" || rows[0].Latest != "2.0.0" || rows[0].Source != ref {
+		t.Fatalf("outdated = %+v", rows)
+	}
+	if r := marina(t, home, nil, "plugin", "upgrade"); r.code != 0 || !strings.Contains(r.stdout, "acme 1.4.0 -> 1.5.0") {
+		t.Fatalf("upgrade: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if got := rowsFor(listPlugins(t, home), "acme"); len(got) != 2 || got[1].Version != "1.5.0" || got[1].Status != "active" {
+		t.Fatalf("after upgrade: %+v", got)
+	}
+	lock, err := os.ReadFile(filepath.Join(home, ".marina", "plugins.lock"))
+	if err != nil || !strings.Contains(string(lock), `"version": "1.5.0"`) {
+		t.Fatalf("lock after upgrade: %v\n%s", err, lock)
+	}
+	if r := marina(t, home, nil, "plugin", "upgrade", "acme"); r.code != 0 || !strings.Contains(r.stdout, "up to date") {
+		t.Fatalf("upgrade again: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "versions", "nosuch"); r.code != 2 || !strings.Contains(r.stderr, "marina plugin versions oci://") {
+		t.Fatalf("versions of an unknown plugin: %d\n%s", r.code, r.stderr)
+	}
 }

@@ -129,3 +129,40 @@ func testPublish(t *testing.T, hostport string) {
 		t.Fatal(err)
 	}
 }
+
+func TestRepositoryOfAndNewest(t *testing.T) {
+	for src, want := range map[string]string{
+		"oci://127.0.0.1:5000/team/acme:1.2.0":                     "oci://127.0.0.1:5000/team/acme",
+		"oci://reg.example/acme@sha256:" + strings.Repeat("a", 64): "oci://reg.example/acme",
+		"oci://reg.example/acme":                                   "oci://reg.example/acme",
+		"/home/me/acme":                                            "",
+		"https://example.com/acme.tar.gz":                          "",
+	} {
+		if got := RepositoryOf(src); got != want {
+			t.Errorf("RepositoryOf(%s) = %q, want %q", src, got, want)
+		}
+	}
+	vs := []RemoteVersion{
+		{Version: "3.0.0", Runnable: false, Why: "needs protocol 2.0"},
+		{Version: "2.1.0-rc.1", Runnable: true},
+		{Version: "2.0.0", Runnable: true},
+		{Version: "1.5.0", Runnable: true},
+	}
+	for c, want := range map[string]string{"": "2.0.0", "^1": "1.5.0", ">=2.1.0-0": "2.1.0-rc.1", "^4": ""} {
+		got, err := Newest(vs, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := ""; got != nil {
+			g = got.Version
+			if g != want {
+				t.Errorf("Newest(%q) = %s, want %s", c, g, want)
+			}
+		} else if want != "" {
+			t.Errorf("Newest(%q) = nil, want %s", c, want)
+		}
+	}
+	if _, err := Newest(vs, "not a constraint"); err == nil {
+		t.Error("a bad constraint is accepted")
+	}
+}

@@ -1,0 +1,179 @@
+package pluginstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+)
+
+// RemoteVersion is one published version of a plugin in an OCI repository.
+type RemoteVersion struct {
+	Version string `json:"version"`
+	Tag     string `json:"tag"`
+	Digest  string `json:"digest"`
+	// Protocol is the version's dev.marina.plugin.protocol annotation ("" if
+	// the publisher did not set it).
+	Protocol string `json:"protocol,omitempty"`
+	// Platforms it is published for (os/arch; empty for a single manifest
+	// without a platform).
+	Platforms []string `json:"platforms"`
+	// Runnable: this marina speaks its protocol (or it does not say) and it
+	// is published for this machine (or does not say). Why says why not.
+	Runnable bool   `json:"runnable"`
+	Why      string `json:"why,omitempty"`
+}
+
+// maxVersionsListed bounds how many versions Versions inspects (newest first).
+const maxVersionsListed = 200
+
+// RepositoryOf returns the oci:// repository of an oci:// source (its tag
+// or digest removed), or "" when source is not an oci:// reference.
+func RepositoryOf(source string) string {
+	if !strings.HasPrefix(source, "oci://") {
+		return ""
+	}
+	ref, err := registry.ParseReference(strings.TrimPrefix(source, "oci://"))
+	if err != nil {
+		return ""
+	}
+	return "oci://" + ref.Registry + "/" + ref.Repository
+}
+
+// Versions lists the semver-tagged versions of the plugin in an OCI
+// repository (oci://HOST[:PORT]/REPOSITORY), newest first, each with its
+// protocol and platforms and whether this marina can run it here. It reads
+// the tag list and one manifest (or index) per version; no layer.
+func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, error) {
+	repoRef := RepositoryOf(source)
+	if repoRef == "" {
+		return nil, newError(ErrInvalid, fmt.Sprintf("%s is not an oci:// reference: only OCI repositories list their versions (oci://HOST[:PORT]/REPOSITORY)", source))
+	}
+	ref, _ := registry.ParseReference(strings.TrimPrefix(repoRef, "oci://"))
+	repo := &remote.Repository{
+		Reference:       ref,
+		PlainHTTP:       isLoopbackHost(ref.Registry),
+		Client:          &auth.Client{Client: s.httpClient(), Credential: dockerCredential, Cache: auth.NewCache()},
+		TagListMaxPages: 100,
+	}
+	var tags []string
+	err := repo.Tags(ctx, "", func(page []string) error {
+		tags = append(tags, page...)
+		if len(tags) > maxTags {
+			return fmt.Errorf("more than %d tags", maxTags)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, errdef.ErrNotFound) {
+			return nil, newError(ErrSourceNotFound, fmt.Sprintf("%s: repository not found in the registry", repoRef))
+		}
+		return nil, fmt.Errorf("%s: list tags: %w (for a private registry, log in with `docker login %s`)", repoRef, err, ref.Registry)
+	}
+	type tagged struct {
+		v   *semver.Version
+		tag string
+	}
+	var vs []tagged
+	for _, t := range tags {
+		if v, err := semver.StrictNewVersion(strings.TrimPrefix(t, "v")); err == nil {
+			vs = append(vs, tagged{v, t})
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i].v.GreaterThan(vs[j].v) })
+	if len(vs) > maxVersionsListed {
+		vs = vs[:maxVersionsListed]
+	}
+	here := HostPlatform().String()
+	var out []RemoteVersion
+	for _, t := range vs {
+		label := repoRef + ":" + t.tag
+		desc, data, err := fetchManifest(ctx, repo, t.tag, label)
+		if err != nil {
+			return nil, err
+		}
+		rv := RemoteVersion{Version: t.v.String(), Tag: t.tag, Digest: desc.Digest.String(), Platforms: []string{}}
+		switch desc.MediaType {
+		case ocispec.MediaTypeImageIndex, mediaTypeDockerManifestList:
+			var idx ocispec.Index
+			if err := json.Unmarshal(data, &idx); err != nil {
+				return nil, newError(ErrInvalid, fmt.Sprintf("%s: the image index is invalid: %v", label, err))
+			}
+			for _, m := range idx.Manifests {
+				if m.Platform != nil {
+					rv.Platforms = append(rv.Platforms, m.Platform.OS+"/"+m.Platform.Architecture)
+				}
+			}
+			if len(idx.Manifests) > 0 {
+				// The protocol annotation is on the platform manifests.
+				_, mdata, err := fetchManifest(ctx, repo, idx.Manifests[0].Digest.String(), label)
+				if err != nil {
+					return nil, err
+				}
+				var man ocispec.Manifest
+				if json.Unmarshal(mdata, &man) == nil {
+					rv.Protocol = man.Annotations[OCIProtocolAnnotation]
+				}
+			}
+		default:
+			var man ocispec.Manifest
+			if err := json.Unmarshal(data, &man); err != nil {
+				return nil, newError(ErrInvalid, fmt.Sprintf("%s: the manifest is invalid: %v", label, err))
+			}
+			rv.Protocol = man.Annotations[OCIProtocolAnnotation]
+		}
+		sort.Strings(rv.Platforms)
+		rv.Runnable = true
+		if rv.Protocol != "" {
+			if err := checkProtocol("it", rv.Protocol); err != nil {
+				rv.Runnable, rv.Why = false, "needs protocol "+rv.Protocol
+			}
+		}
+		if rv.Runnable && len(rv.Platforms) > 0 && !contains(rv.Platforms, here) {
+			rv.Runnable, rv.Why = false, "no build for "+here
+		}
+		out = append(out, rv)
+	}
+	return out, nil
+}
+
+// Newest returns the newest runnable version in vs (newest first) that
+// satisfies constraint ("" = any release), or nil.
+func Newest(vs []RemoteVersion, constraint string) (*RemoteVersion, error) {
+	var c *semver.Constraints
+	if constraint != "" {
+		var err error
+		if c, err = semver.NewConstraint(constraint); err != nil {
+			return nil, newError(ErrInvalid, fmt.Sprintf("version constraint %q: %v", constraint, err))
+		}
+	}
+	for i := range vs {
+		v, err := semver.StrictNewVersion(vs[i].Version)
+		if err != nil || !vs[i].Runnable {
+			continue
+		}
+		if c == nil && v.Prerelease() != "" || c != nil && !c.Check(v) {
+			continue
+		}
+		return &vs[i], nil
+	}
+	return nil, nil
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
