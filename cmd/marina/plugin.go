@@ -20,6 +20,7 @@ import (
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/pluginset"
+	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/core/pluginstore"
 	"github.com/bcollard/marina/core/scaffold"
 	"github.com/bcollard/marina/core/suggest"
@@ -40,7 +41,28 @@ func (a *app) openStore() (*pluginstore.Store, error) {
 	}
 	store := pluginstore.Open(root, lockPath, a.describeBinary)
 	store.BuiltinNames = builtinNames()
+	// The signature policy comes from the config (pluginTrust). A config
+	// with problems elsewhere still gives it (those problems are the
+	// command's to report); a config that cannot be read at all leaves no
+	// policy to apply: the command fails rather than silently accept what
+	// enforce would refuse.
+	l, err := config.Load(config.LoadOptions{Path: a.global.configPath, Sets: a.global.sets})
+	if l == nil {
+		return nil, err
+	}
+	store.Trust = trustOf(l.Config.PluginTrust)
 	return store, nil
+}
+
+// trustOf turns the config's pluginTrust into the store's policy. A policy
+// that is not warn (enforce, or a value config validate reports) enforces:
+// a typo never turns checking off.
+func trustOf(t config.PluginTrust) pluginstore.Trust {
+	tr := pluginstore.Trust{Enforce: t.Policy != config.TrustWarn}
+	for _, k := range t.Keys {
+		tr.Keys = append(tr.Keys, pluginsign.TrustedKey{Name: k.Name, PublicKey: k.PublicKey, Sources: k.Sources})
+	}
+	return tr
 }
 
 // builtinNames are the names no installed plugin may take: the built-ins of
@@ -91,7 +113,7 @@ choice and the binary's sha256, checked before every launch. See docs/plugins.md
 	}
 	cmd.AddCommand(newPluginListCmd(a), newPluginInfoCmd(a), newPluginInstallCmd(a), newPluginRemoveCmd(a),
 		newPluginToggleCmd(a, true), newPluginToggleCmd(a, false), newPluginVerifyCmd(a), newPluginNewCmd(a), newPluginPackageCmd(a), newPluginPublishCmd(a),
-		newPluginVersionsCmd(a), newPluginOutdatedCmd(a), newPluginUpgradeCmd(a))
+		newPluginVersionsCmd(a), newPluginOutdatedCmd(a), newPluginUpgradeCmd(a), newPluginKeygenCmd(a))
 	return cmd
 }
 
@@ -107,6 +129,10 @@ type pluginRow struct {
 	Detail       string   `json:"detail,omitempty" yaml:"detail,omitempty"`
 	SHA256       string   `json:"sha256,omitempty" yaml:"sha256,omitempty"`
 	Path         string   `json:"path,omitempty" yaml:"path,omitempty"`
+	// Signature is the installed build's signature checked against
+	// pluginTrust.keys: "signed by NAME", "unsigned", "untrusted (...)",
+	// "invalid (...)"; empty for built-ins.
+	Signature string `json:"signature,omitempty" yaml:"signature,omitempty"`
 }
 
 func newPluginListCmd(a *app) *cobra.Command {
@@ -170,10 +196,10 @@ const (
 func writePluginTable(w io.Writer, rows []pluginRow, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if wide {
-		fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSTATUS")
+		fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSIGNATURE\tSTATUS")
 		for _, r := range rows {
 			fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, dash(r.Version), r.Source, dash(r.Protocol),
-				dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), statusDetail(r)}, "\t")))
+				dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), dash(r.Signature), statusDetail(r)}, "\t")))
 		}
 		return tw.Flush()
 	}
@@ -368,9 +394,11 @@ func verifyRows(store *pluginstore.Store, rows []pluginRow) []string {
 		problems = append(problems, err.Error())
 	}
 	byPath := map[string]error{}
+	trust := map[string]pluginsign.Result{}
 	for _, res := range results {
 		if res.Installed.Path != "" {
 			byPath[res.Installed.Path] = res.Err
+			trust[res.Installed.Path] = store.TrustOf(&res.Installed)
 		}
 	}
 	for i := range rows {
@@ -390,6 +418,17 @@ func verifyRows(store *pluginstore.Store, rows []pluginRow) []string {
 			problems = append(problems, fmt.Sprintf("plugin %s %s: %v", r.Name, r.Version, err))
 		case lockErr != nil && r.Status == "active":
 			r.Status, r.Detail = statusLockUnreadable, lockErr.Error()
+		}
+		// Under pluginTrust.policy warn, what enforce would refuse is
+		// flagged: a signature that is invalid or by an untrusted key, and
+		// an unsigned build once the user trusts some key.
+		if t, ok := trust[r.Path]; ok {
+			r.Signature = t.String()
+			flag := t.Status == pluginsign.Invalid || t.Status == pluginsign.Untrusted ||
+				t.Status == pluginsign.Unsigned && len(store.Trust.Keys) > 0
+			if flag && r.Detail == "" {
+				r.Detail = "signature: " + t.String()
+			}
 		}
 	}
 	return problems
@@ -668,6 +707,11 @@ binary does nothing; a different binary for an installed version is refused.`,
 				hooks = append(hooks, string(h))
 			}
 			fmt.Fprintf(a.out, "installed %s %s (protocol %s, hooks %s)\n  %s\n", inst.Name, inst.Version, inst.Description.Protocol, strings.Join(hooks, ","), inst.Path)
+			if t := store.TrustOf(inst); t.Status == pluginsign.Signed {
+				fmt.Fprintf(a.out, "  %s\n", t)
+			} else if t.Status != pluginsign.Unsigned || len(store.Trust.Keys) > 0 {
+				fmt.Fprintf(a.err, "Warning: plugin %s %s is %s; pluginTrust.policy is warn, so it was installed (with enforce it would be refused)\n", inst.Name, inst.Version, termsafe.Line(t.String()))
+			}
 			fmt.Fprintf(a.out, "enable it with `marina plugin enable %s` (select versions with plugins.%s.version in the config)\n", inst.Name, inst.Name)
 			return nil
 		},

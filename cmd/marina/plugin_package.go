@@ -1,20 +1,23 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/core/pluginstore"
 )
 
 func newPluginPackageCmd(a *app) *cobra.Command {
 	var (
-		out, version, output string
-		platforms            []string
+		out, version, output, signKey string
+		platforms                     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "package [DIR]",
@@ -44,8 +47,18 @@ toolchain. docs/plugins.md, "Packaging", describes the manifest.`,
 					ps = append(ps, p)
 				}
 			}
+			var key ed25519.PrivateKey
+			if signKey != "" {
+				data, err := os.ReadFile(signKey)
+				if err != nil {
+					return exitcode.NewUsage(fmt.Errorf("--sign: %w", err))
+				}
+				if key, err = pluginsign.ParsePrivateKey(string(data)); err != nil {
+					return exitcode.NewUsage(fmt.Errorf("--sign %s: %w", signKey, err))
+				}
+			}
 			res, err := pluginstore.Package(cmd.Context(), pluginstore.PackageOptions{
-				Dir: dir, Out: out, Platforms: ps, Version: version, Describe: a.describeBinary,
+				Dir: dir, Out: out, Platforms: ps, Version: version, Describe: a.describeBinary, SignKey: key,
 				Log: func(format string, args ...any) { fmt.Fprintf(a.err, "plugin package: "+format+"\n", args...) },
 			})
 			if err != nil {
@@ -59,7 +72,11 @@ toolchain. docs/plugins.md, "Packaging", describes the manifest.`,
 			}
 			fmt.Fprintf(a.out, "packaged %s %s (protocol %s, hooks %s):\n", res.Name, res.Version, res.Protocol, strings.Join(res.Hooks, ","))
 			for _, art := range res.Artifacts {
-				fmt.Fprintf(a.out, "  %-13s %s (%.1f MB)\n", art.Platform, art.Path, float64(art.Size)/1e6)
+				signed := ""
+				if art.Signature != "" {
+					signed = ", signed: " + art.Signature
+				}
+				fmt.Fprintf(a.out, "  %-13s %s (%.1f MB%s)\n", art.Platform, art.Path, float64(art.Size)/1e6, signed)
 			}
 			fmt.Fprintf(a.out, "  checksums     %s\n", res.Sums)
 			return nil
@@ -68,6 +85,7 @@ toolchain. docs/plugins.md, "Packaging", describes the manifest.`,
 	cmd.Flags().StringVar(&out, "out", "dist", "directory for the archives and SHA256SUMS")
 	cmd.Flags().StringArrayVar(&platforms, "platform", nil, "os/arch to build for, repeatable or comma-separated (default darwin/arm64, darwin/amd64, linux/amd64, linux/arm64)")
 	cmd.Flags().StringVar(&version, "version", "", "stamp this version (-X main.version=VERSION, the scaffold's variable); the plugin must report it")
+	cmd.Flags().StringVar(&signKey, "sign", "", "sign each archive with this private key (marina plugin keygen): ARCHIVE.sig beside it")
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
@@ -110,5 +128,49 @@ are spoken to over plain HTTP; credentials come from Docker's config (docker log
 	cmd.Flags().StringVar(&dir, "dir", "dist", "directory with the archives of one version (marina plugin package --out)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace the version's tag if it exists")
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}
+
+func newPluginKeygenCmd(a *app) *cobra.Command {
+	var out, name string
+	cmd := &cobra.Command{
+		Use:   "keygen",
+		Short: "Make an ed25519 key pair to sign plugins with (marina plugin package --sign)",
+		Long: `Write a new ed25519 private key to --out (mode 0600; never overwritten) and its public key
+to --out.pub, and print the pluginTrust entry that makes marina trust what it signs. Keep
+the private key out of version control; hand out the public key (it is safe to publish).`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			pub, priv, err := pluginsign.GenerateKey()
+			if err != nil {
+				return err
+			}
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				if errors.Is(err, os.ErrExist) {
+					return exitcode.NewUsage(fmt.Errorf("%s exists; a key is never overwritten: choose another --out, or remove it if you mean to replace it", out))
+				}
+				return err
+			}
+			if _, err := f.WriteString(priv + "\n"); err != nil {
+				f.Close()
+				os.Remove(out)
+				return err
+			}
+			if err := f.Close(); err != nil {
+				os.Remove(out)
+				return err
+			}
+			if err := os.WriteFile(out+".pub", []byte(pub+"\n"), 0o644); err != nil {
+				os.Remove(out)
+				return err
+			}
+			fmt.Fprintf(a.out, "private key: %s (sign with: marina plugin package --sign %s)\npublic key:  %s.pub\n\n", out, out, out)
+			fmt.Fprintf(a.out, "to trust it, add to ~/.marina/config.yaml:\npluginTrust:\n  keys:\n  - name: %s\n    publicKey: %s\n    sources: []   # or the sources it signs for, e.g. [oci://registry.example.com/team/]\n", name, pub)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "marina-plugin.key", "where to write the private key (the public key goes to OUT.pub)")
+	cmd.Flags().StringVar(&name, "name", "my-team", "the key's name in the printed pluginTrust entry")
 	return cmd
 }

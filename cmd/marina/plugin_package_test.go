@@ -227,3 +227,145 @@ func TestPluginPublishInstall(t *testing.T) {
 		t.Fatalf("versions of an unknown plugin: %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestPluginSigning (tier 2): keygen → package --sign → install (from the
+// archive and, through publish, from the real registry) with
+// pluginTrust.policy enforce: signed by a trusted key installs and says so;
+// unsigned, signed by an untrusted key or with an altered signature is
+// refused with the fix; under warn they install with a warning; an enforce
+// policy set after install makes list and verify flag the unsigned one.
+func TestPluginSigning(t *testing.T) {
+	img := dockertest.Image(t, "registry")
+	id := dockertest.Run(t, "-p", "127.0.0.1::5000", img)
+	hostport := dockertest.HostPort(t, id, "5000/tcp").String()
+	dockertest.WaitFor(t, 30*time.Second, 200*time.Millisecond, "registry "+hostport, func() error {
+		resp, err := http.Get("http://" + hostport + "/v2/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+	home := t.TempDir()
+	work := t.TempDir()
+	key := filepath.Join(work, "team.key")
+	r := marina(t, home, nil, "plugin", "keygen", "--out", key, "--name", "team")
+	if r.code != 0 || !strings.Contains(r.stdout, "publicKey: marina-ed25519-pub:") {
+		t.Fatalf("keygen: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("private key: %v %v", err, st)
+	}
+	if r := marina(t, home, nil, "plugin", "keygen", "--out", key); r.code != 2 || !strings.Contains(r.stderr, "never overwritten") {
+		t.Fatalf("keygen over a key: %d %s", r.code, r.stderr)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(work, "other.key")
+	if r := marina(t, home, nil, "plugin", "keygen", "--out", other); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+
+	dir := filepath.Join(work, "marina-plugin-acme")
+	if r := marina(t, home, nil, "plugin", "new", "acme", "--dir", dir); r.code != 0 {
+		t.Fatalf("plugin new: %d %s", r.code, r.stderr)
+	}
+	tidy := exec.Command("go", "mod", "tidy")
+	tidy.Dir = dir
+	tidy.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
+	if out, err := tidy.CombinedOutput(); err != nil {
+		t.Fatalf("go mod tidy: %v\n%s", err, out)
+	}
+	host := runtime.GOOS + "/" + runtime.GOARCH
+	pack := func(version, signWith string) string {
+		t.Helper()
+		d := filepath.Join(work, "dist-"+version)
+		args := []string{"plugin", "package", dir, "--version", version, "--platform", host, "--out", d}
+		if signWith != "" {
+			args = append(args, "--sign", signWith)
+		}
+		if r := marina(t, home, nil, args...); r.code != 0 {
+			t.Fatalf("package %s: %d %s", version, r.code, r.stderr)
+		}
+		return d
+	}
+	archive := func(d, version string) string {
+		return filepath.Join(d, "marina-plugin-acme_"+version+"_"+strings.Replace(host, "/", "_", 1)+".tar.gz")
+	}
+	signed := pack("1.0.0", key)
+	unsigned := pack("1.1.0", "")
+	byOther := pack("1.2.0", other)
+	if _, err := os.Stat(archive(signed, "1.0.0") + ".sig"); err != nil {
+		t.Fatalf("no signature beside the archive: %v", err)
+	}
+	policy := func(p string) {
+		writeConfigFile(t, home, "pluginTrust:\n  policy: "+p+"\n  keys:\n  - name: team\n    publicKey: "+strings.TrimSpace(string(pub))+
+			"\n    sources: [\""+work+"/\", \"oci://"+hostport+"/team/\"]\n")
+	}
+	policy("enforce")
+
+	if r := marina(t, home, nil, "plugin", "install", archive(signed, "1.0.0")); r.code != 0 || !strings.Contains(r.stdout, "signed by team") {
+		t.Fatalf("signed install: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{archive(unsigned, "1.1.0"), "is unsigned (no signature), and pluginTrust.policy is enforce"},
+		{archive(byOther, "1.2.0"), "is untrusted (key"},
+	} {
+		if r := marina(t, home, nil, "plugin", "install", tc.src); r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("install %s under enforce: %d\n%s", filepath.Base(tc.src), r.code, r.stderr)
+		}
+	}
+	// A signature moved onto another archive does not verify.
+	sig, _ := os.ReadFile(archive(signed, "1.0.0") + ".sig")
+	if err := os.WriteFile(archive(unsigned, "1.1.0")+".sig", sig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := marina(t, home, nil, "plugin", "install", archive(unsigned, "1.1.0")); r.code == 0 || !strings.Contains(r.stderr, "is invalid (the signature is for sha256:") {
+		t.Errorf("install with another archive's signature: %d\n%s", r.code, r.stderr)
+	}
+	os.Remove(archive(unsigned, "1.1.0") + ".sig")
+
+	// Through the registry: the signature travels as a manifest annotation.
+	ref := "oci://" + hostport + "/team/acme"
+	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", signed, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"signed": true`) {
+		t.Fatalf("publish signed: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", unsigned); r.code != 0 {
+		t.Fatalf("publish unsigned: %d %s", r.code, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "remove", "acme"); r.code != 0 {
+		t.Fatalf("remove: %d %s", r.code, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "install", ref+":1.0.0"); r.code != 0 || !strings.Contains(r.stdout, "signed by team") {
+		t.Fatalf("signed install from the registry: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "install", ref+":1.1.0"); r.code == 0 || !strings.Contains(r.stderr, "unsigned") {
+		t.Errorf("unsigned install from the registry under enforce: %d\n%s", r.code, r.stderr)
+	}
+
+	// Under warn the unsigned build installs, with a warning; back under
+	// enforce, list and verify flag it and a run would refuse it.
+	policy("warn")
+	if r := marina(t, home, nil, "plugin", "install", ref+":1.1.0"); r.code != 0 || !strings.Contains(r.stderr, "Warning: plugin acme 1.1.0 is unsigned") {
+		t.Fatalf("unsigned install under warn: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	policy("enforce")
+	r = marina(t, home, nil, "plugin", "list", "-o", "json")
+	var all []pluginRow
+	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || r.code != 1 {
+		t.Fatalf("list under enforce with an unsigned build: exit %d (want 1) %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	rows := rowsFor(all, "acme")
+	if len(rows) != 2 || rows[0].Signature != "signed by team" || !strings.HasPrefix(rows[1].Signature, "unsigned") ||
+		!strings.Contains(rows[1].Detail, "pluginTrust.policy is enforce") {
+		t.Fatalf("list: %+v", rows)
+	}
+	if r := marina(t, home, nil, "plugin", "verify"); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "unsigned") {
+		t.Errorf("verify under enforce with an unsigned build: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "config", "validate", "--set", "pluginTrust.policy=enforced"); r.code != 2 || !strings.Contains(r.stderr, "pluginTrust.policy") {
+		t.Errorf("a bad policy: %d\n%s", r.code, r.stderr)
+	}
+}

@@ -69,7 +69,8 @@ func Default() *Config {
 			EtcdIP:   "172.30.255.52",
 			ServerIP: "172.30.255.53",
 		},
-		Plugins: plugins,
+		Plugins:     plugins,
+		PluginTrust: PluginTrust{Policy: TrustWarn, Keys: []TrustedKey{}},
 		Images: Images{
 			Registry:    DefaultRegistryImage,
 			DNSEtcd:     DefaultDNSEtcdImage,

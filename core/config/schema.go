@@ -20,7 +20,10 @@ type Config struct {
 	Registries Registries              `yaml:"registries" doc:"Pull-through registry mirrors on the bridge."`
 	DNS        DNS                     `yaml:"dns" doc:"The local DNS zone served on the bridge."`
 	Plugins    map[string]PluginConfig `yaml:"plugins" doc:"Per-plugin settings, keyed by plugin name (built-in or installed)."`
-	Images     Images                  `yaml:"images" doc:"Every container image marina runs; override to use a mirror or a locally built image."`
+	// PluginTrust says whose plugin signatures are trusted, and what
+	// happens to a plugin that no trusted key signed.
+	PluginTrust PluginTrust `yaml:"pluginTrust" doc:"Signature policy for installed plugins: the keys you trust and what to do with a plugin no trusted key signed."`
+	Images      Images      `yaml:"images" doc:"Every container image marina runs; override to use a mirror or a locally built image."`
 }
 
 // VM configures the virtual machine.
@@ -85,6 +88,25 @@ type PluginConfig struct {
 	Version string         `yaml:"version,omitempty" doc:"Semver constraint selecting an installed version, e.g. ^1.2."`
 	Timeout time.Duration  `yaml:"timeout,omitempty" doc:"Deadline for each hook of this plugin, e.g. 5m (default: the plugin's own)."`
 	Config  map[string]any `yaml:"config,omitempty" doc:"The plugin's own settings, checked against the schema it declares."`
+}
+
+// The pluginTrust policies.
+const (
+	TrustWarn    = "warn"
+	TrustEnforce = "enforce"
+)
+
+// PluginTrust is the signature policy for installed plugins.
+type PluginTrust struct {
+	Policy string       `yaml:"policy" doc:"warn: install and run a plugin no trusted key signed, and say so (plugin install, list, verify); enforce: refuse to install or run it."`
+	Keys   []TrustedKey `yaml:"keys" doc:"Public keys whose signatures you trust (marina plugin keygen writes a key pair)."`
+}
+
+// TrustedKey is one trusted public key.
+type TrustedKey struct {
+	Name      string   `yaml:"name" doc:"A name for the key, shown as 'signed by NAME'."`
+	PublicKey string   `yaml:"publicKey" doc:"The ed25519 public key: marina-ed25519-pub:BASE64, as marina plugin keygen writes it."`
+	Sources   []string `yaml:"sources" doc:"The plugin sources the key is trusted for, as prefixes (e.g. oci://registry.example.com/team/); empty: every source."`
 }
 
 // Images lists every container image marina runs.

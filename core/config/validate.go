@@ -14,6 +14,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	units "github.com/docker/go-units"
 
+	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/core/slot"
 )
 
@@ -156,6 +157,30 @@ func Validate(c *Config) []Problem {
 		}
 		if pc.Timeout < 0 {
 			add(p+".timeout", "must be positive, got %s", pc.Timeout)
+		}
+	}
+
+	// pluginTrust
+	if c.PluginTrust.Policy != TrustWarn && c.PluginTrust.Policy != TrustEnforce {
+		add("pluginTrust.policy", "%q is not a policy: use %s (install and run what no trusted key signed, with a warning) or %s (refuse it)%s",
+			c.PluginTrust.Policy, TrustWarn, TrustEnforce, caseHint(c.PluginTrust.Policy, TrustWarn, TrustEnforce))
+	}
+	keyNames := map[string]int{}
+	for i, k := range c.PluginTrust.Keys {
+		p := fmt.Sprintf("pluginTrust.keys[%d]", i)
+		if k.Name == "" {
+			add(p+".name", "is empty: name the key (it is shown as 'signed by NAME')")
+		} else if j, dup := keyNames[k.Name]; dup {
+			add(p+".name", "%q is already the name of pluginTrust.keys[%d]; names must be unique", k.Name, j)
+		}
+		keyNames[k.Name] = i
+		if _, _, err := pluginsign.ParsePublicKey(k.PublicKey); err != nil {
+			add(p+".publicKey", "%v", err)
+		}
+		for j, s := range k.Sources {
+			if strings.TrimSpace(s) == "" {
+				add(fmt.Sprintf("%s.sources[%d]", p, j), "is empty: give a source prefix such as oci://registry.example.com/team/, or remove it")
+			}
 		}
 	}
 
@@ -334,4 +359,14 @@ func deriveDNS(c *Config, sources map[string]Source) {
 	}
 	derive("dns.etcdIP", &c.DNS.EtcdIP, 52)
 	derive("dns.serverIP", &c.DNS.ServerIP, 53)
+}
+
+// caseHint returns "; did you mean X?" when v is one of values but for case.
+func caseHint(v string, values ...string) string {
+	for _, x := range values {
+		if strings.EqualFold(v, x) {
+			return fmt.Sprintf("; did you mean %q? (values are case-sensitive)", x)
+		}
+	}
+	return ""
 }

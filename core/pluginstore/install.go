@@ -17,6 +17,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
+	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -96,6 +97,11 @@ type fetched struct {
 	binary       string          // the binary, inside the staging directory
 	manifest     *SourceManifest // from a directory or archive, if any
 	sourceDigest string          // "sha256:<hex>" of the artifact (see Installed.SourceDigest)
+	// signature, if any, and the digest it must cover: the archive's
+	// (a .tar.gz file and its .sig beside it; an OCI layer and the
+	// signature annotation of its manifest).
+	signature    *pluginsign.Signature
+	signedDigest string
 }
 
 // Install installs the plugin at src: a binary file, a directory or .tar.gz
@@ -197,6 +203,10 @@ func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, targe
 	if err := checkDescription(desc, f.manifest, constraint, source); err != nil {
 		return nil, err
 	}
+	trust := pluginsign.Check(f.signature, f.signedDigest, source, s.Trust.Keys)
+	if s.Trust.Enforce && trust.Status != pluginsign.Signed {
+		return nil, newError(ErrUntrusted, untrustedMessage(desc.Name+" "+desc.Version+" from "+source, trust))
+	}
 	if s.isBuiltin(desc.Name) {
 		return nil, newError(ErrBuiltinName, fmt.Sprintf("the plugin binary from %s calls itself %s, the name of a plugin built into marina: the built-in always wins, so this plugin would never run. Rename it (sdk.Info Name) and rebuild; nothing was installed", source, desc.Name))
 	}
@@ -205,6 +215,7 @@ func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, targe
 		Name: desc.Name, Version: desc.Version, Platform: target.String(),
 		SHA256: sum, Source: source, SourceDigest: f.sourceDigest,
 		InsecureSkipChecksum: insecure, InstalledAt: s.now(), Description: desc,
+		Signature: f.signature, SignedDigest: f.signedDigest,
 	}
 	stage := filepath.Join(tmp, "stage")
 	if err := os.Mkdir(stage, 0o755); err != nil {
@@ -416,7 +427,17 @@ func (s *Store) fetchFile(source, tmp string, target Platform, want string) (*fe
 	if err := checkSum(source, sum, want); err != nil {
 		return nil, err
 	}
-	return s.unpack(artifact, kind, sum, tmp, target, source)
+	f, err := s.unpack(artifact, kind, sum, tmp, target, source)
+	if err != nil {
+		return nil, err
+	}
+	if kind == kindGzip {
+		f.signedDigest = "sha256:" + sum
+		if f.signature, err = readSignatureFile(source + SignatureSuffix); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // fetchDir copies the binary of a plugin directory into the staging directory.

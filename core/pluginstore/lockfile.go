@@ -236,7 +236,7 @@ func (s *Store) verify(inst *Installed, lf *LockFile) error {
 				m.Name, m.Version, m.Path, short(sum), s.lockPath, short(want), sourceOr(e.Source), m.Name, m.Version, sourceOr(e.Source)))
 		}
 	}
-	return nil
+	return s.checkTrust(m)
 }
 
 func sourceOr(src string) string {

@@ -19,6 +19,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
+
+	"github.com/bcollard/marina/core/pluginsign"
 )
 
 // OCI conventions for plugin artifacts. None is required to install: a
@@ -31,6 +33,10 @@ const (
 	// ("1.0"), so an incompatible plugin is refused before its layer is
 	// downloaded.
 	OCIProtocolAnnotation = "dev.marina.plugin.protocol"
+	// OCISignatureAnnotation on a platform manifest carries the signature
+	// of its layer (pluginsign.Signature as JSON; `marina plugin publish`
+	// copies it from the archive's .sig).
+	OCISignatureAnnotation = "dev.marina.plugin.signature"
 )
 
 const (
@@ -145,6 +151,14 @@ func (s *Store) fetchOCI(ctx context.Context, source, tmp string, target Platfor
 		return nil, err
 	}
 	f.sourceDigest = top.Digest.String()
+	f.signedDigest = layer.Digest.String()
+	if raw := man.Annotations[OCISignatureAnnotation]; raw != "" {
+		sig, err := pluginsign.ParseSignature([]byte(raw))
+		if err != nil {
+			return nil, newError(ErrInvalid, fmt.Sprintf("%s: the %s annotation: %v", label, OCISignatureAnnotation, err))
+		}
+		f.signature = &sig
+	}
 	return f, nil
 }
 

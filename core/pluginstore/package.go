@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
+	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -43,6 +46,9 @@ type PackageOptions struct {
 	Version string
 	// Describe launches the host build once to read its description.
 	Describe Describer
+	// SignKey, if set, signs each archive: ARCHIVE.sig beside it (which
+	// install reads, and publish puts on the registry).
+	SignKey ed25519.PrivateKey
 	// Go is the go command (default "go" from PATH).
 	Go string
 	// Log, if set, receives a line per step.
@@ -58,6 +64,8 @@ type PackageArtifact struct {
 	SHA256       string `json:"sha256"`
 	BinarySHA256 string `json:"binarySha256"`
 	Size         int64  `json:"size"`
+	// Signature is the .sig written beside the archive ("" unsigned).
+	Signature string `json:"signature,omitempty"`
 }
 
 // PackageResult is what Package built.
@@ -222,7 +230,17 @@ func Package(ctx context.Context, o PackageOptions) (*PackageResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.Artifacts = append(res.Artifacts, PackageArtifact{Platform: b.p.String(), Path: dst, SHA256: b.sum, BinarySHA256: b.bin, Size: st.Size()})
+		art := PackageArtifact{Platform: b.p.String(), Path: dst, SHA256: b.sum, BinarySHA256: b.bin, Size: st.Size()}
+		if o.SignKey != nil {
+			art.Signature = dst + SignatureSuffix
+			sig := pluginsign.Sign(o.SignKey, "sha256:"+b.sum)
+			if err := os.WriteFile(art.Signature, append(sig.Marshal(), '\n'), 0o644); err != nil {
+				return nil, err
+			}
+		} else if err := os.Remove(dst + SignatureSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err // a stale signature of an earlier build would not match
+		}
+		res.Artifacts = append(res.Artifacts, art)
 		fmt.Fprintf(&sums, "%s  %s\n", b.sum, filepath.Base(b.archive))
 	}
 	res.Sums = filepath.Join(o.Out, "SHA256SUMS")

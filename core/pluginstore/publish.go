@@ -48,6 +48,8 @@ type PublishResult struct {
 	Name      string   `json:"name"`
 	Version   string   `json:"version"`
 	Platforms []string `json:"platforms"`
+	// Signed: every platform's archive had a signature, now on its manifest.
+	Signed bool `json:"signed"`
 }
 
 // Publish pushes the archives of one plugin version to an OCI registry as
@@ -126,6 +128,7 @@ func (s *Store) Publish(ctx context.Context, o PublishOptions) (*PublishResult, 
 	idx := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex,
 		Annotations: map[string]string{ocispec.AnnotationTitle: name, ocispec.AnnotationVersion: version}}
 	res := &PublishResult{Ref: o.Ref, Tag: version, Name: name, Version: version}
+	signed := 0
 	for _, pt := range parts {
 		data, err := os.ReadFile(pt.path)
 		if err != nil {
@@ -145,6 +148,17 @@ func (s *Store) Publish(ctx context.Context, o PublishOptions) (*PublishResult, 
 		}
 		if pt.manifest.Description != "" {
 			ann[ocispec.AnnotationDescription] = pt.manifest.Description
+		}
+		sig, err := readSignatureFile(pt.path + SignatureSuffix)
+		if err != nil {
+			return nil, err
+		}
+		if sig != nil {
+			if sig.Digest != layer.Digest.String() {
+				return nil, newError(ErrInvalid, fmt.Sprintf("publish: %s%s signs %s, not this archive (%s): package and sign again", pt.path, SignatureSuffix, sig.Digest, layer.Digest))
+			}
+			ann[OCISignatureAnnotation] = string(sig.Marshal())
+			signed++
 		}
 		desc, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, OCIArtifactType, oras.PackManifestOptions{
 			Layers: []ocispec.Descriptor{layer}, ManifestAnnotations: ann,
@@ -166,6 +180,7 @@ func (s *Store) Publish(ctx context.Context, o PublishOptions) (*PublishResult, 
 		return nil, fmt.Errorf("publish: tagging %s: %w", label, err)
 	}
 	res.Digest = top.Digest.String()
+	res.Signed = signed == len(parts)
 	return res, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/bcollard/marina/core/atomicfile"
+	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -74,6 +75,10 @@ type Store struct {
 	root     string
 	lockPath string
 	describe Describer
+	// Trust is the signature policy (config pluginTrust): the keys trusted
+	// and whether a plugin no trusted key signed is refused (Enforce) at
+	// install and before every launch, or only reported (TrustOf).
+	Trust Trust
 
 	// HTTPClient downloads https sources and talks to OCI registries; nil
 	// means a client built on http.DefaultTransport. Tests and corporate
@@ -161,6 +166,11 @@ type Installed struct {
 	InstalledAt          time.Time `json:"installedAt"`
 	// Description is what the plugin said about itself at install.
 	Description *sdk.Description `json:"description"`
+	// Signature is the signature that came with the artifact (nil: none)
+	// and SignedDigest the digest it must cover; whether it is trusted is
+	// decided when asked (Store.TrustOf), against the keys trusted then.
+	Signature    *pluginsign.Signature `json:"signature,omitempty"`
+	SignedDigest string                `json:"signedDigest,omitempty"`
 }
 
 // manifest is manifest.json: Installed plus a schema number.
