@@ -113,7 +113,7 @@ choice and the binary's sha256, checked before every launch. See docs/plugins.md
 	}
 	cmd.AddCommand(newPluginListCmd(a), newPluginInfoCmd(a), newPluginInstallCmd(a), newPluginRemoveCmd(a),
 		newPluginToggleCmd(a, true), newPluginToggleCmd(a, false), newPluginVerifyCmd(a), newPluginNewCmd(a), newPluginPackageCmd(a), newPluginPublishCmd(a),
-		newPluginVersionsCmd(a), newPluginOutdatedCmd(a), newPluginUpgradeCmd(a), newPluginKeygenCmd(a))
+		newPluginVersionsCmd(a), newPluginOutdatedCmd(a), newPluginUpgradeCmd(a), newPluginKeygenCmd(a), newPluginSearchCmd(a))
 	return cmd
 }
 
@@ -689,9 +689,13 @@ binary does nothing; a different binary for an installed version is refused.`,
 			if err != nil {
 				return err
 			}
+			src, err := a.resolveByName(cmd, store, args[0], &opts)
+			if err != nil {
+				return err
+			}
 			var inst *pluginstore.Installed
 			err = a.withLock(cmd.Context(), func() error {
-				if inst, err = store.Install(cmd.Context(), args[0], opts); err != nil {
+				if inst, err = store.Install(cmd.Context(), src, opts); err != nil {
 					if errors.Is(err, pluginstore.ErrBuiltinName) {
 						return exitcode.NewUsage(err)
 					}

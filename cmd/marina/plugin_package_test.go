@@ -226,6 +226,30 @@ func TestPluginPublishInstall(t *testing.T) {
 	if r := marina(t, home, nil, "plugin", "versions", "nosuch"); r.code != 2 || !strings.Contains(r.stderr, "marina plugin versions oci://") {
 		t.Fatalf("versions of an unknown plugin: %d\n%s", r.code, r.stderr)
 	}
+
+	// Discovery through pluginSources: search lists what the namespace
+	// offers; install NAME@CONSTRAINT finds it there.
+	if r := marina(t, home, nil, "plugin", "search"); r.code != 2 || !strings.Contains(r.stderr, "no pluginSources in the config") {
+		t.Fatalf("search without sources: %d\n%s", r.code, r.stderr)
+	}
+	writeConfigFile(t, home, "pluginSources: [\"oci://"+hostport+"/team\"]\nplugins:\n  acme:\n    enabled: true\n    version: \"^1\"\n")
+	r = marina(t, home, nil, "plugin", "search", "ACME", "-o", "json")
+	var found []pluginstore.Found
+	if err := json.Unmarshal([]byte(r.stdout), &found); err != nil || r.code != 0 {
+		t.Fatalf("search: %d %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	if len(found) != 1 || found[0].Name != "acme" || found[0].Latest != "2.0.0" || found[0].Versions != 3 || found[0].Description != "The acme marina plugin." || found[0].Source != ref {
+		t.Fatalf("search = %+v", found)
+	}
+	if r := marina(t, home, nil, "plugin", "search", "nothing-like-this"); r.code != 0 || !strings.Contains(r.stdout, "no plugin matches") {
+		t.Fatalf("search for nothing: %d\n%s", r.code, r.stdout)
+	}
+	if r := marina(t, home, nil, "plugin", "install", "acme@~1.4.0"); r.code != 0 || !strings.Contains(r.stdout, "installed acme 1.4.0") || !strings.Contains(r.stderr, "acme is "+ref) {
+		t.Fatalf("install acme@~1.4.0: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := marina(t, home, nil, "plugin", "install", "nosuch@1"); r.code != 2 || !strings.Contains(r.stderr, "no plugin nosuch in pluginSources") {
+		t.Fatalf("install an unknown name: %d\n%s", r.code, r.stderr)
+	}
 }
 
 // TestPluginSigning (tier 2): keygen → package --sign → install (from the

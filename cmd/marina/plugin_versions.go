@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/Masterminds/semver/v3"
@@ -245,5 +248,107 @@ versions stay installed (marina plugin remove NAME@VERSION).`,
 			})
 		},
 	}
+	return cmd
+}
+
+// pluginRefRE matches NAME or NAME@CONSTRAINT: a plugin to find in the
+// configured sources (when no file or directory has that name).
+var pluginRefRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([a-z][a-z0-9-]{0,62})(@(.+))?$`) })
+
+// resolveByName turns `plugin install NAME[@CONSTRAINT]` into the OCI
+// repository of NAME in pluginSources (the constraint goes to opts.Version
+// unless --version is given); any other argument is returned as it is.
+func (a *app) resolveByName(cmd *cobra.Command, store *pluginstore.Store, arg string, opts *pluginstore.InstallOptions) (string, error) {
+	m := pluginRefRE().FindStringSubmatch(arg)
+	if m == nil {
+		return arg, nil
+	}
+	if _, err := os.Stat(arg); err == nil {
+		return arg, nil // a file or directory of that name: install it
+	}
+	sources, err := a.pluginSources()
+	if err != nil {
+		return "", err
+	}
+	if len(sources) == 0 {
+		return "", exitcode.NewUsage(fmt.Errorf("plugin install %s: no file or directory %s here, and no pluginSources in the config to look it up in; give a path, an oci:// reference, or add pluginSources: [oci://REGISTRY/NAMESPACE]", arg, arg))
+	}
+	repo, err := store.Find(cmd.Context(), sources, m[1])
+	if err != nil {
+		return "", err
+	}
+	if repo == "" {
+		return "", exitcode.NewUsage(fmt.Errorf("plugin install %s: no plugin %s in pluginSources (%s); marina plugin search lists what they offer", arg, m[1], strings.Join(sources, ", ")))
+	}
+	if m[3] != "" {
+		if opts.Version != "" && opts.Version != m[3] {
+			return "", exitcode.NewUsage(fmt.Errorf("plugin install %s --version %s: two constraints; give one", arg, opts.Version))
+		}
+		opts.Version = m[3]
+	}
+	fmt.Fprintf(a.err, "plugin install: %s is %s\n", m[1], repo)
+	return repo, nil
+}
+
+// pluginSources returns the config's pluginSources.
+func (a *app) pluginSources() ([]string, error) {
+	l, err := a.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	return l.Config.PluginSources, nil
+}
+
+func newPluginSearchCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "search [TERM]",
+		Short: "List the plugins the configured sources offer (pluginSources), their newest version and what they do",
+		Long: `List the plugins in the OCI registry namespaces of pluginSources in the config (every
+repository under a namespace is a plugin named by its last path element) whose name or
+description contains TERM (case-insensitive), with the newest version this marina can run on
+this machine and how many versions there are. marina plugin install NAME[@CONSTRAINT]
+installs one; marina plugin versions oci://... lists its versions.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			term := ""
+			if len(args) == 1 {
+				term = args[0]
+			}
+			sources, err := a.pluginSources()
+			if err != nil {
+				return err
+			}
+			if len(sources) == 0 {
+				return exitcode.NewUsage(errors.New("no pluginSources in the config: add the OCI registry namespaces to search, e.g. pluginSources: [oci://registry.example.com/marina-plugins]"))
+			}
+			store, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			found, err := store.Search(cmd.Context(), sources, term)
+			if err != nil {
+				return err
+			}
+			if output != "text" {
+				return printStructured(a.out, output, found)
+			}
+			if len(found) == 0 {
+				fmt.Fprintf(a.out, "no plugin matches %q in %s\n", term, strings.Join(sources, ", "))
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tLATEST\tVERSIONS\tDESCRIPTION")
+			for _, f := range found {
+				latest := f.Latest
+				if latest == "" {
+					latest = "- (" + f.Why + ")"
+				}
+				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{f.Name, latest, fmt.Sprint(f.Versions), excerptLine(f.Description, 60)}, "\t")))
+			}
+			return tw.Flush()
+		},
+	}
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }

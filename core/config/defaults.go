@@ -69,8 +69,9 @@ func Default() *Config {
 			EtcdIP:   "172.30.255.52",
 			ServerIP: "172.30.255.53",
 		},
-		Plugins:     plugins,
-		PluginTrust: PluginTrust{Policy: TrustWarn, Keys: []TrustedKey{}},
+		Plugins:       plugins,
+		PluginTrust:   PluginTrust{Policy: TrustWarn, Keys: []TrustedKey{}},
+		PluginSources: []string{},
 		Images: Images{
 			Registry:    DefaultRegistryImage,
 			DNSEtcd:     DefaultDNSEtcdImage,

@@ -23,7 +23,10 @@ type Config struct {
 	// PluginTrust says whose plugin signatures are trusted, and what
 	// happens to a plugin that no trusted key signed.
 	PluginTrust PluginTrust `yaml:"pluginTrust" doc:"Signature policy for installed plugins: the keys you trust and what to do with a plugin no trusted key signed."`
-	Images      Images      `yaml:"images" doc:"Every container image marina runs; override to use a mirror or a locally built image."`
+	// PluginSources are where `marina plugin search` and `plugin install
+	// NAME` look for plugins.
+	PluginSources []string `yaml:"pluginSources" doc:"OCI registry namespaces where marina plugin search and plugin install NAME[@CONSTRAINT] look for plugins, e.g. oci://registry.example.com/marina-plugins (each repository under it is a plugin)."`
+	Images        Images   `yaml:"images" doc:"Every container image marina runs; override to use a mirror or a locally built image."`
 }
 
 // VM configures the virtual machine.

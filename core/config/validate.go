@@ -184,6 +184,14 @@ func Validate(c *Config) []Problem {
 		}
 	}
 
+	// pluginSources
+	for i, src := range c.PluginSources {
+		u, err := url.Parse(src)
+		if err != nil || u.Scheme != "oci" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(u.Path, ":@") {
+			add(fmt.Sprintf("pluginSources[%d]", i), "%q is not an OCI registry namespace: write oci://HOST[:PORT][/PATH], e.g. oci://registry.example.com/marina-plugins", src)
+		}
+	}
+
 	// images
 	for _, leaf := range schema().child("images").Children {
 		img := valueAt(c, leaf).(string)

@@ -125,13 +125,13 @@ func fixedDescriber(d sdk.Description) Describer {
 }
 
 // newStore returns a store in a fresh temp dir using the real describer.
-func newStore(t *testing.T) *Store {
+func newStore(t testing.TB) *Store {
 	t.Helper()
 	dir := t.TempDir()
 	return Open(filepath.Join(dir, "plugins"), filepath.Join(dir, "plugins.lock"), describeReal)
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

@@ -43,7 +43,7 @@ type stored struct {
 	data      []byte
 }
 
-func newTestRegistry(t *testing.T) (*testRegistry, string) {
+func newTestRegistry(t testing.TB) (*testRegistry, string) {
 	r := &testRegistry{blobs: map[string][]byte{}, manifests: map[digest.Digest]stored{}, tags: map[string]map[string]digest.Digest{}}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
@@ -73,6 +73,15 @@ func (r *testRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	switch {
+	case rest == "_catalog":
+		repos := make([]string, 0, len(r.tags))
+		for repo := range r.tags {
+			repos = append(repos, repo)
+		}
+		sort.Strings(repos)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"repositories": repos})
+		return
 	case strings.HasSuffix(rest, "/tags/list"):
 		repo := strings.TrimSuffix(rest, "/tags/list")
 		tags, ok := r.tags[repo]
