@@ -194,6 +194,16 @@ func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, targe
 		}
 	}
 
+	// The signature is checked before the binary runs at all (Describe
+	// launches it): under enforce, nothing untrusted is executed.
+	if trust := pluginsign.Check(f.signature, f.signedDigest, source, s.Trust.Keys); s.Trust.Enforce && trust.Status != pluginsign.Signed {
+		what := source
+		if m := f.manifest; m != nil {
+			what = m.Name + " " + m.Version + " from " + source
+		}
+		return nil, newError(ErrUntrusted, untrustedMessage(what, trust))
+	}
+
 	dctx, cancel := context.WithTimeout(ctx, s.describeTimeout())
 	desc, err := s.describe(dctx, f.binary)
 	cancel()
@@ -203,10 +213,7 @@ func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, targe
 	if err := checkDescription(desc, f.manifest, constraint, source); err != nil {
 		return nil, err
 	}
-	trust := pluginsign.Check(f.signature, f.signedDigest, source, s.Trust.Keys)
-	if s.Trust.Enforce && trust.Status != pluginsign.Signed {
-		return nil, newError(ErrUntrusted, untrustedMessage(desc.Name+" "+desc.Version+" from "+source, trust))
-	}
+
 	if s.isBuiltin(desc.Name) {
 		return nil, newError(ErrBuiltinName, fmt.Sprintf("the plugin binary from %s calls itself %s, the name of a plugin built into marina: the built-in always wins, so this plugin would never run. Rename it (sdk.Info Name) and rebuild; nothing was installed", source, desc.Name))
 	}
