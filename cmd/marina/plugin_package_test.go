@@ -5,14 +5,12 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bcollard/marina/core/pluginstore"
 	"github.com/bcollard/marina/sdk/dockertest"
@@ -26,16 +24,7 @@ import (
 // builds are the same go build with GOOS/GOARCH.)
 func TestPluginPackage(t *testing.T) {
 	home := t.TempDir()
-	dir := filepath.Join(t.TempDir(), "marina-plugin-acme")
-	if r := marina(t, home, nil, "plugin", "new", "acme", "--dir", dir); r.code != 0 {
-		t.Fatalf("plugin new: %d %s", r.code, r.stderr)
-	}
-	tidy := exec.Command("go", "mod", "tidy")
-	tidy.Dir = dir
-	tidy.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
-	if out, err := tidy.CombinedOutput(); err != nil {
-		t.Fatalf("go mod tidy: %v\n%s", err, out)
-	}
+	dir := scaffoldAcme(t, home, t.TempDir())
 	host := runtime.GOOS + "/" + runtime.GOARCH
 	out := filepath.Join(t.TempDir(), "dist")
 
@@ -142,28 +131,9 @@ func readTarGz(t *testing.T, path string) map[string][]byte {
 // registry (a container on 127.0.0.1) → install by constraint from it →
 // list and verify; publishing the same version again is refused.
 func TestPluginPublishInstall(t *testing.T) {
-	img := dockertest.Image(t, "registry")
-	id := dockertest.Run(t, "-p", "127.0.0.1::5000", img)
-	hostport := dockertest.HostPort(t, id, "5000/tcp").String()
-	dockertest.WaitFor(t, 30*time.Second, 200*time.Millisecond, "registry "+hostport, func() error {
-		resp, err := http.Get("http://" + hostport + "/v2/")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return nil
-	})
+	hostport := dockertest.Registry(t)
 	home := t.TempDir()
-	dir := filepath.Join(t.TempDir(), "marina-plugin-acme")
-	if r := marina(t, home, nil, "plugin", "new", "acme", "--dir", dir); r.code != 0 {
-		t.Fatalf("plugin new: %d %s", r.code, r.stderr)
-	}
-	tidy := exec.Command("go", "mod", "tidy")
-	tidy.Dir = dir
-	tidy.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
-	if out, err := tidy.CombinedOutput(); err != nil {
-		t.Fatalf("go mod tidy: %v\n%s", err, out)
-	}
+	dir := scaffoldAcme(t, home, t.TempDir())
 	dist := filepath.Join(t.TempDir(), "dist")
 	if r := marina(t, home, nil, "plugin", "package", dir, "--version", "1.4.0", "--platform", runtime.GOOS+"/"+runtime.GOARCH, "--out", dist); r.code != 0 {
 		t.Fatalf("package: %d %s", r.code, r.stderr)
@@ -259,17 +229,7 @@ func TestPluginPublishInstall(t *testing.T) {
 // refused with the fix; under warn they install with a warning; an enforce
 // policy set after install makes list and verify flag the unsigned one.
 func TestPluginSigning(t *testing.T) {
-	img := dockertest.Image(t, "registry")
-	id := dockertest.Run(t, "-p", "127.0.0.1::5000", img)
-	hostport := dockertest.HostPort(t, id, "5000/tcp").String()
-	dockertest.WaitFor(t, 30*time.Second, 200*time.Millisecond, "registry "+hostport, func() error {
-		resp, err := http.Get("http://" + hostport + "/v2/")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return nil
-	})
+	hostport := dockertest.Registry(t)
 	home := t.TempDir()
 	work := t.TempDir()
 	key := filepath.Join(work, "team.key")
@@ -292,16 +252,7 @@ func TestPluginSigning(t *testing.T) {
 		t.Fatal(r.stderr)
 	}
 
-	dir := filepath.Join(work, "marina-plugin-acme")
-	if r := marina(t, home, nil, "plugin", "new", "acme", "--dir", dir); r.code != 0 {
-		t.Fatalf("plugin new: %d %s", r.code, r.stderr)
-	}
-	tidy := exec.Command("go", "mod", "tidy")
-	tidy.Dir = dir
-	tidy.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
-	if out, err := tidy.CombinedOutput(); err != nil {
-		t.Fatalf("go mod tidy: %v\n%s", err, out)
-	}
+	dir := scaffoldAcme(t, home, work)
 	host := runtime.GOOS + "/" + runtime.GOARCH
 	pack := func(version, signWith string) string {
 		t.Helper()
@@ -392,4 +343,21 @@ func TestPluginSigning(t *testing.T) {
 	if r := marina(t, home, nil, "config", "validate", "--set", "pluginTrust.policy=enforced"); r.code != 2 || !strings.Contains(r.stderr, "pluginTrust.policy") {
 		t.Errorf("a bad policy: %d\n%s", r.code, r.stderr)
 	}
+}
+
+// scaffoldAcme writes the scaffold of plugin acme under parent with this
+// development build's SDK (no flags) and runs go mod tidy in it.
+func scaffoldAcme(t *testing.T, home, parent string) string {
+	t.Helper()
+	dir := filepath.Join(parent, "marina-plugin-acme")
+	if r := marina(t, home, nil, "plugin", "new", "acme", "--dir", dir); r.code != 0 {
+		t.Fatalf("plugin new: %d %s", r.code, r.stderr)
+	}
+	tidy := exec.Command("go", "mod", "tidy")
+	tidy.Dir = dir
+	tidy.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
+	if out, err := tidy.CombinedOutput(); err != nil {
+		t.Fatalf("go mod tidy: %v\n%s", err, out)
+	}
+	return dir
 }

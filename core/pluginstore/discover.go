@@ -3,14 +3,12 @@ package pluginstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -65,19 +63,9 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 		Client:          &auth.Client{Client: s.httpClient(), Credential: dockerCredential, Cache: auth.NewCache()},
 		TagListMaxPages: 100,
 	}
-	var tags []string
-	err := repo.Tags(ctx, "", func(page []string) error {
-		tags = append(tags, page...)
-		if len(tags) > maxTags {
-			return fmt.Errorf("more than %d tags", maxTags)
-		}
-		return nil
-	})
+	tags, err := listTags(ctx, repo, repoRef)
 	if err != nil {
-		if errors.Is(err, errdef.ErrNotFound) {
-			return nil, newError(ErrSourceNotFound, fmt.Sprintf("%s: repository not found in the registry", repoRef))
-		}
-		return nil, fmt.Errorf("%s: list tags: %w (for a private registry, log in with `docker login %s`)", repoRef, err, ref.Registry)
+		return nil, err
 	}
 	type tagged struct {
 		v   *semver.Version

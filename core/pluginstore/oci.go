@@ -212,19 +212,9 @@ func pluginLayer(layers []ocispec.Descriptor, label string) (ocispec.Descriptor,
 // pickTag returns the highest semver tag of repo that satisfies c (default:
 // the highest release). Tags may carry a leading "v".
 func pickTag(ctx context.Context, repo *remote.Repository, c *semver.Constraints, source string) (string, error) {
-	var tags []string
-	err := repo.Tags(ctx, "", func(page []string) error {
-		tags = append(tags, page...)
-		if len(tags) > maxTags {
-			return fmt.Errorf("more than %d tags", maxTags)
-		}
-		return nil
-	})
+	tags, err := listTags(ctx, repo, source)
 	if err != nil {
-		if errors.Is(err, errdef.ErrNotFound) {
-			return "", newError(ErrSourceNotFound, fmt.Sprintf("%s: repository not found in the registry", source))
-		}
-		return "", fmt.Errorf("%s: list tags: %w (for a private registry, log in with `docker login %s`)", source, err, repo.Reference.Registry)
+		return "", err
 	}
 	var bestTag string
 	var best *semver.Version
@@ -255,6 +245,25 @@ func pickTag(ctx context.Context, repo *remote.Repository, c *semver.Constraints
 		want = fmt.Sprintf("%q", c.String())
 	}
 	return "", newError(ErrNoMatch, fmt.Sprintf("%s has no tag matching %s; semver tags: %s", source, want, strings.Join(versions, ", ")))
+}
+
+// listTags lists a repository's tags (at most maxTags).
+func listTags(ctx context.Context, repo *remote.Repository, source string) ([]string, error) {
+	var tags []string
+	err := repo.Tags(ctx, "", func(page []string) error {
+		tags = append(tags, page...)
+		if len(tags) > maxTags {
+			return fmt.Errorf("more than %d tags", maxTags)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, errdef.ErrNotFound) {
+			return nil, newError(ErrSourceNotFound, fmt.Sprintf("%s: repository not found in the registry", source))
+		}
+		return nil, fmt.Errorf("%s: list tags: %w (for a private registry, log in with `docker login %s`)", source, err, repo.Reference.Registry)
+	}
+	return tags, nil
 }
 
 // isLoopbackHost reports whether host[:port] is this machine, where a

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -250,20 +249,7 @@ func TestInstallFromOCI(t *testing.T) {
 // github.com/distribution/distribution/v3) in a container published on
 // 127.0.0.1.
 func TestInstallFromOCIRealRegistry(t *testing.T) {
-	img := dockertest.Image(t, "registry")
-	id := dockertest.Run(t, "-p", "127.0.0.1::5000", img)
-	hostport := dockertest.HostPort(t, id, "5000/tcp").String()
-	dockertest.WaitFor(t, 30*time.Second, 200*time.Millisecond, "registry "+hostport, func() error {
-		resp, err := http.Get("http://" + hostport + "/v2/")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET /v2/: %s", resp.Status)
-		}
-		return nil
-	})
+	hostport := dockertest.Registry(t)
 	testOCIInstall(t, hostport, nil)
 }
 

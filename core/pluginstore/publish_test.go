@@ -3,12 +3,10 @@ package pluginstore
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
@@ -47,20 +45,7 @@ func TestPublish(t *testing.T) {
 }
 
 func TestPublishRealRegistry(t *testing.T) {
-	img := dockertest.Image(t, "registry")
-	id := dockertest.Run(t, "-p", "127.0.0.1::5000", img)
-	hostport := dockertest.HostPort(t, id, "5000/tcp").String()
-	dockertest.WaitFor(t, 30*time.Second, 200*time.Millisecond, "registry "+hostport, func() error {
-		resp, err := http.Get("http://" + hostport + "/v2/")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET /v2/: %s", resp.Status)
-		}
-		return nil
-	})
+	hostport := dockertest.Registry(t)
 	testPublish(t, hostport)
 }
 

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -345,4 +346,27 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Registry starts the test image of the distribution registry
+// (marina-test/registry) published on 127.0.0.1, waits until it answers
+// GET /v2/, and returns its host:port. It is removed with the test.
+func Registry(t testing.TB) string {
+	t.Helper()
+	img := Image(t, "registry")
+	id := Run(t, "-p", "127.0.0.1::5000", img)
+	hostport := HostPort(t, id, "5000/tcp").String()
+	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	WaitFor(t, 30*time.Second, 200*time.Millisecond, "registry "+hostport, func() error {
+		resp, err := hc.Get("http://" + hostport + "/v2/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /v2/: %s", resp.Status)
+		}
+		return nil
+	})
+	return hostport
 }
