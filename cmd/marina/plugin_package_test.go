@@ -319,6 +319,13 @@ func TestPluginSigning(t *testing.T) {
 	if r := marina(t, home, nil, "plugin", "install", ref+":1.1.0"); r.code == 0 || !strings.Contains(r.stderr, "unsigned") {
 		t.Errorf("unsigned install from the registry under enforce: %d\n%s", r.code, r.stderr)
 	}
+	// versions shows each version's signature before anything is downloaded.
+	r = marina(t, home, nil, "plugin", "versions", ref, "-o", "json")
+	var vs []pluginstore.RemoteVersion
+	if err := json.Unmarshal([]byte(r.stdout), &vs); err != nil || r.code != 0 || len(vs) != 2 ||
+		vs[0].Version != "1.1.0" || !strings.HasPrefix(vs[0].Signature, "unsigned") || vs[1].Signature != "signed by team" {
+		t.Errorf("versions: %d %v %+v\n%s", r.code, err, vs, r.stderr)
+	}
 
 	// Under warn the unsigned build installs, with a warning; back under
 	// enforce, list and verify flag it and a run would refuse it.

@@ -21,10 +21,11 @@ func newPluginVersionsCmd(a *app) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "versions NAME|oci://HOST[:PORT]/REPOSITORY",
-		Short: "List the published versions of a plugin: protocol, platforms, and which this marina can run here",
+		Short: "List the published versions of a plugin: protocol, platforms, signature, and which this marina can run here",
 		Long: `List the semver-tagged versions of a plugin in its OCI repository, newest first: the
-protocol each needs, the platforms it is published for, and whether this marina can run
-it on this machine. NAME is an installed plugin (its repository is the one it was installed
+protocol each needs, the platforms it is published for, its signature checked against
+pluginTrust.keys (without downloading it), and whether this marina can run it on this
+machine. NAME is an installed plugin (its repository is the one it was installed
 from); or give the repository. Reads the tag list and one manifest per version.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,13 +49,13 @@ from); or give the repository. Reads the tag list and one manifest per version.`
 			}
 			fmt.Fprintf(a.out, "%s\n", repo)
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "VERSION\tPROTOCOL\tPLATFORMS\tRUNS HERE")
+			fmt.Fprintln(tw, "VERSION\tPROTOCOL\tPLATFORMS\tSIGNATURE\tRUNS HERE")
 			for _, v := range vs {
 				runs := "yes"
 				if !v.Runnable {
 					runs = "no (" + v.Why + ")"
 				}
-				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{v.Version, dash(v.Protocol), dash(strings.Join(v.Platforms, ",")), runs}, "\t")))
+				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{v.Version, dash(v.Protocol), dash(strings.Join(v.Platforms, ",")), dash(v.Signature), runs}, "\t")))
 			}
 			return tw.Flush()
 		},

@@ -12,6 +12,8 @@ import (
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/bcollard/marina/core/pluginsign"
 )
 
 // RemoteVersion is one published version of a plugin in an OCI repository.
@@ -25,6 +27,9 @@ type RemoteVersion struct {
 	// Platforms it is published for (os/arch; empty for a single manifest
 	// without a platform).
 	Platforms []string `json:"platforms"`
+	// Signature is this machine's build's signature checked against the
+	// keys trusted now: "signed by NAME", "unsigned", "untrusted (...)".
+	Signature string `json:"signature,omitempty"`
 	// Runnable: this marina speaks its protocol (or it does not say) and it
 	// is published for this machine (or does not say). Why says why not.
 	Runnable bool   `json:"runnable"`
@@ -102,14 +107,21 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 				}
 			}
 			if len(idx.Manifests) > 0 {
-				// The protocol annotation is on the platform manifests.
-				_, mdata, err := fetchManifest(ctx, repo, idx.Manifests[0].Digest.String(), label)
+				// The annotations are on the platform manifests: read this
+				// machine's (or the first).
+				pick := idx.Manifests[0]
+				for _, m := range idx.Manifests {
+					if m.Platform != nil && m.Platform.OS+"/"+m.Platform.Architecture == here {
+						pick = m
+					}
+				}
+				_, mdata, err := fetchManifest(ctx, repo, pick.Digest.String(), label)
 				if err != nil {
 					return nil, err
 				}
 				var man ocispec.Manifest
 				if json.Unmarshal(mdata, &man) == nil {
-					rv.Protocol = man.Annotations[OCIProtocolAnnotation]
+					s.annotate(&rv, &man, repoRef+":"+t.tag)
 				}
 			}
 		default:
@@ -117,7 +129,7 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 			if err := json.Unmarshal(data, &man); err != nil {
 				return nil, newError(ErrInvalid, fmt.Sprintf("%s: the manifest is invalid: %v", label, err))
 			}
-			rv.Protocol = man.Annotations[OCIProtocolAnnotation]
+			s.annotate(&rv, &man, repoRef+":"+t.tag)
 		}
 		sort.Strings(rv.Platforms)
 		rv.Runnable = true
@@ -132,6 +144,27 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 		out = append(out, rv)
 	}
 	return out, nil
+}
+
+// annotate fills rv's protocol and signature status from a platform
+// manifest: the signature annotation is checked against the layer's digest
+// (in the manifest: nothing is downloaded) and the keys trusted now.
+func (s *Store) annotate(rv *RemoteVersion, man *ocispec.Manifest, source string) {
+	rv.Protocol = man.Annotations[OCIProtocolAnnotation]
+	var sig *pluginsign.Signature
+	if raw := man.Annotations[OCISignatureAnnotation]; raw != "" {
+		if parsed, err := pluginsign.ParseSignature([]byte(raw)); err == nil {
+			sig = &parsed
+		} else {
+			rv.Signature = "invalid (" + err.Error() + ")"
+			return
+		}
+	}
+	digest := ""
+	if len(man.Layers) == 1 {
+		digest = man.Layers[0].Digest.String()
+	}
+	rv.Signature = pluginsign.Check(sig, digest, source, s.Trust.Keys).String()
 }
 
 // Newest returns the newest runnable version in vs (newest first) that
