@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ConfigError lists every problem found in a plugin's config.
@@ -414,16 +415,24 @@ func jsonFields(t reflect.Type) map[string]reflect.StructField {
 }
 
 func suggestField(k string, fields map[string]reflect.StructField) string {
+	return didYouMean(k, sortedKeys(fields), "names")
+}
+
+// didYouMean returns "; did you mean X?" for the candidate nearest to k
+// (the first of equally near ones), when it is near enough: the same but
+// for case ("... (WHAT are case-sensitive)"), or within an edit distance
+// of a third of k's length (1 to 3); "" otherwise.
+func didYouMean(k string, candidates []string, what string) string {
 	best, bestD := "", 1<<30
-	for name := range fields {
-		if strings.EqualFold(name, k) {
-			return fmt.Sprintf("; did you mean %q? (names are case-sensitive)", name)
+	for _, c := range candidates {
+		if strings.EqualFold(c, k) {
+			return fmt.Sprintf("; did you mean %q? (%s are case-sensitive)", c, what)
 		}
-		if d := editDistance(strings.ToLower(k), strings.ToLower(name)); d < bestD || (d == bestD && name < best) {
-			best, bestD = name, d
+		if d := editDistance(strings.ToLower(k), strings.ToLower(c)); d < bestD {
+			best, bestD = c, d
 		}
 	}
-	if best != "" && bestD <= max(1, min(3, len(k)/3)) {
+	if best != "" && bestD <= max(1, min(3, utf8.RuneCountInString(k)/3)) {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
 	return ""

@@ -337,24 +337,7 @@ func checkEnum(s string, number bool, r *fieldRules, path string, ds *[]Diagnost
 			}
 		}
 	}
-	*ds = append(*ds, Errorf(path, "must be one of %s, got %q%s", strings.Join(r.enum, ", "), excerptValue(s), suggestValue(s, r.enum)))
-}
-
-// suggestValue returns "; did you mean X?" for a near miss among values.
-func suggestValue(s string, values []string) string {
-	best, bestD := "", 1<<30
-	for _, v := range values {
-		if strings.EqualFold(v, s) {
-			return fmt.Sprintf("; did you mean %q? (values are case-sensitive)", v)
-		}
-		if d := editDistance(strings.ToLower(s), strings.ToLower(v)); d < bestD {
-			best, bestD = v, d
-		}
-	}
-	if best != "" && bestD <= max(1, min(3, utf8.RuneCountInString(s)/3)) {
-		return fmt.Sprintf("; did you mean %q?", best)
-	}
-	return ""
+	*ds = append(*ds, Errorf(path, "must be one of %s, got %q%s", strings.Join(r.enum, ", "), excerptValue(s), didYouMean(s, r.enum, "values")))
 }
 
 // checkRequired reports the required fields of struct type t that obj (the

@@ -158,22 +158,11 @@ func printConfigFields(w io.Writer, fields []configField) {
 	for _, f := range fields {
 		attrs := append([]string{f.Type}, f.Rules...)
 		if f.Default != "" {
-			attrs = append(attrs, "default "+excerptLine(f.Default, 60))
+			attrs = append(attrs, "default "+termsafe.Excerpt(f.Default, 60))
 		}
 		fmt.Fprintf(w, "  %s (%s)\n", termsafe.Line(f.Path), termsafe.Line(strings.Join(attrs, "; ")))
 		if f.Description != "" {
 			fmt.Fprintf(w, "      %s\n", termsafe.Line(f.Description))
 		}
 	}
-}
-
-// excerptLine caps s at n bytes, marking the cut.
-func excerptLine(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xc0 == 0x80 {
-		n--
-	}
-	return s[:n] + "..."
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bcollard/marina/core/termsafe"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -64,7 +65,7 @@ func TestConfigFields(t *testing.T) {
 	if fs, err := configFields([]byte("{not json")); err == nil || fs != nil {
 		t.Errorf("a broken schema: %v, %v", fs, err)
 	}
-	if !strings.Contains(excerptLine(strings.Repeat("é", 100), 61), "...") {
+	if !strings.Contains(termsafe.Excerpt(strings.Repeat("é", 100), 61), "...") {
 		t.Error("excerptLine does not cut")
 	}
 }

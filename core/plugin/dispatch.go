@@ -425,7 +425,7 @@ func (d *Dispatcher) RunHookExcept(ctx context.Context, hook sdk.Hook, base sdk.
 			call.Deps = d.depOutputs(n, descs)
 			var progress func(string)
 			if onProgress != nil {
-				progress = func(msg string) { onProgress(n, excerpt(termsafe.Line(msg), maxProgress)) }
+				progress = func(msg string) { onProgress(n, termsafe.Excerpt(termsafe.Line(msg), maxProgress)) }
 			}
 			res, err := inst.RunHook(runCtx, call, d.entries[n].p.Timeout, progress)
 			inst.logs.endHook()
@@ -491,7 +491,7 @@ const maxProgress = 500
 func (d *Dispatcher) publish(n string, inst *Instance, hook sdk.Hook, res *sdk.Result) error {
 	cleanDiagnostics(res.Warnings)
 	for i := range res.HostChanges {
-		res.HostChanges[i].Reason = excerpt(termsafe.Line(res.HostChanges[i].Reason), maxCause)
+		res.HostChanges[i].Reason = termsafe.Excerpt(termsafe.Line(res.HostChanges[i].Reason), maxCause)
 	}
 	// The running plugin's own description declares its outputs (a cached
 	// one may be older).

@@ -84,7 +84,7 @@ func (e *Error) Error() string {
 	b.WriteString("plugin ")
 	b.WriteString(termsafe.Line(e.Plugin))
 	if e.Version != "" {
-		b.WriteString(" " + excerpt(termsafe.Line(e.Version), 100))
+		b.WriteString(" " + termsafe.Excerpt(termsafe.Line(e.Version), 100))
 	}
 	if e.Hook != "" {
 		if _, err := sdk.ParseHook(e.Hook); err == nil {
@@ -94,7 +94,7 @@ func (e *Error) Error() string {
 		}
 	}
 	b.WriteString(": ")
-	b.WriteString(excerpt(termsafe.Text(e.Cause), maxCause))
+	b.WriteString(termsafe.Excerpt(termsafe.Text(e.Cause), maxCause))
 	if len(e.Stderr) > 0 {
 		fmt.Fprintf(&b, "\n  last stderr lines of %s:", termsafe.Line(e.Plugin))
 		for _, l := range e.Stderr {
@@ -122,11 +122,11 @@ func (e *ConfigError) Error() string {
 	for _, d := range e.Diagnostics {
 		s := "plugin " + termsafe.Line(e.Plugin) + ": config"
 		if d.Path != "" {
-			s += " field " + excerpt(termsafe.Line(d.Path), 200)
+			s += " field " + termsafe.Excerpt(termsafe.Line(d.Path), 200)
 		}
-		s += ": " + excerpt(termsafe.Line(d.Summary), maxCause)
+		s += ": " + termsafe.Excerpt(termsafe.Line(d.Summary), maxCause)
 		if d.Detail != "" {
-			s += " (" + excerpt(termsafe.Line(d.Detail), maxCause) + ")"
+			s += " (" + termsafe.Excerpt(termsafe.Line(d.Detail), maxCause) + ")"
 		}
 		lines = append(lines, s)
 	}

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -343,18 +342,7 @@ func summarize(line string) string {
 		}
 		out = b.String()
 	}
-	return excerpt(termsafe.Line(out), 500)
-}
-
-// excerpt caps s at about n bytes (on a rune boundary), marking the cut.
-func excerpt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return termsafe.Excerpt(termsafe.Line(out), 500)
 }
 
 // lineWriter splits a byte stream into lines for emit. go-plugin writes a

@@ -78,7 +78,7 @@ func droppedOutputsWarning(desc *sdk.Description, dropped []string) string {
 	const show = 5
 	names := make([]string, 0, show)
 	for _, k := range dropped[:min(len(dropped), show)] {
-		names = append(names, fmt.Sprintf("%q", excerpt(termsafe.Line(k), 64)))
+		names = append(names, fmt.Sprintf("%q", termsafe.Excerpt(termsafe.Line(k), 64)))
 	}
 	list := strings.Join(names, ", ")
 	if len(dropped) > show {
@@ -96,8 +96,8 @@ func droppedOutputsWarning(desc *sdk.Description, dropped []string) string {
 func cleanDiagnostics(diags []sdk.Diagnostic) {
 	for i := range diags {
 		d := &diags[i]
-		d.Path = excerpt(termsafe.Line(d.Path), 200)
-		d.Summary = excerpt(termsafe.Line(d.Summary), maxCause)
-		d.Detail = excerpt(termsafe.Text(d.Detail), maxCause)
+		d.Path = termsafe.Excerpt(termsafe.Line(d.Path), 200)
+		d.Summary = termsafe.Excerpt(termsafe.Line(d.Summary), maxCause)
+		d.Detail = termsafe.Excerpt(termsafe.Text(d.Detail), maxCause)
 	}
 }

@@ -192,3 +192,15 @@ func skipString(s string, i int) int {
 	}
 	return i
 }
+
+// Excerpt caps s at about n bytes (cut on a rune boundary), marking the
+// cut with "...": for showing a value that may be long.
+func Excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}

@@ -15,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,27 +49,6 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// waitRegistry waits (bounded) until the registry at addr (a loopback
-// host:port) answers GET /v2/ with 200.
-func waitRegistry(t *testing.T, what, addr string) {
-	t.Helper()
-	if !strings.HasPrefix(addr, "127.0.0.1:") {
-		t.Fatalf("waitRegistry: %s is not a loopback address", addr)
-	}
-	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	dockertest.WaitFor(t, 60*time.Second, 200*time.Millisecond, what, func() error {
-		resp, err := hc.Get("http://" + addr + "/v2/")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET /v2/: %s", resp.Status)
-		}
-		return nil
-	})
 }
 
 // buildImage builds a one-layer FROM scratch image unique to this run,
@@ -146,7 +124,7 @@ func (l *lab) upstream(t *testing.T, ip string, extra ...string) (string, string
 	args := append([]string{"--network", l.net.ID, "--ip", ip, "-p", "127.0.0.1::5000"}, extra...)
 	id := dockertest.Run(t, append(args, l.regImg)...)
 	addr := dockertest.HostPort(t, id, "5000/tcp").String()
-	waitRegistry(t, "upstream registry "+ip, addr)
+	dockertest.WaitRegistry(t, "upstream registry "+ip, addr, 60*time.Second)
 	return id, addr
 }
 
@@ -217,7 +195,7 @@ func TestPullThroughMirror(t *testing.T) {
 				t.Fatal(err)
 			}
 			mirrorAddr := fmt.Sprintf("127.0.0.1:%d", m.Port)
-			waitRegistry(t, "mirror", mirrorAddr)
+			dockertest.WaitRegistry(t, "mirror", mirrorAddr, 60*time.Second)
 			viaMirror := mirrorAddr + strings.TrimPrefix(ref, upAddr)
 			t.Logf("upstream, image and mirror ready after %s", time.Since(start).Round(time.Millisecond))
 
@@ -403,7 +381,7 @@ func TestPostUpConverges(t *testing.T) {
 			t.Fatalf("after a port change of b: a %.12s->%.12s (want same), b %.12s->%.12s (want new)", a1, a5, b1, b5)
 		}
 		b1 = b5
-		waitRegistry(t, "mirror b on its new port", fmt.Sprintf("127.0.0.1:%d", b.Port))
+		dockertest.WaitRegistry(t, "mirror b on its new port", fmt.Sprintf("127.0.0.1:%d", b.Port), 60*time.Second)
 	})
 
 	t.Run("image", func(t *testing.T) {
@@ -485,7 +463,7 @@ func TestOutOfProcess(t *testing.T) {
 	if st == nil || !st.Running {
 		t.Fatalf("mirror %s not running: %+v", m.Name, st)
 	}
-	waitRegistry(t, "mirror", fmt.Sprintf("127.0.0.1:%d", m.Port))
+	dockertest.WaitRegistry(t, "mirror", fmt.Sprintf("127.0.0.1:%d", m.Port), 60*time.Second)
 	if s := h.Stderr(); !strings.Contains(s, "mirror converged") || strings.Contains(s, password) {
 		t.Fatalf("plugin stderr lacks its log line or shows the password:\n%s", s)
 	}

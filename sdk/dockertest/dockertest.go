@@ -356,8 +356,19 @@ func Registry(t testing.TB) string {
 	img := Image(t, "registry")
 	id := Run(t, "-p", "127.0.0.1::5000", img)
 	hostport := HostPort(t, id, "5000/tcp").String()
+	WaitRegistry(t, "registry "+hostport, hostport, 30*time.Second)
+	return hostport
+}
+
+// WaitRegistry waits, up to timeout, until the registry at hostport (on
+// 127.0.0.1) answers GET /v2/ with 200, and fails the test otherwise.
+func WaitRegistry(t testing.TB, what, hostport string, timeout time.Duration) {
+	t.Helper()
+	if !strings.HasPrefix(hostport, "127.0.0.1:") {
+		t.Fatalf("WaitRegistry: %s is not a loopback address", hostport)
+	}
 	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	WaitFor(t, 30*time.Second, 200*time.Millisecond, "registry "+hostport, func() error {
+	WaitFor(t, timeout, 200*time.Millisecond, what, func() error {
 		resp, err := hc.Get("http://" + hostport + "/v2/")
 		if err != nil {
 			return err
@@ -368,5 +379,4 @@ func Registry(t testing.TB) string {
 		}
 		return nil
 	})
-	return hostport
 }
