@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry"
-	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/bcollard/marina/core/pluginsign"
 )
@@ -27,6 +26,8 @@ type RemoteVersion struct {
 	// Platforms it is published for (os/arch; empty for a single manifest
 	// without a platform).
 	Platforms []string `json:"platforms"`
+	// Description is the version's description annotation (publish sets it).
+	Description string `json:"description,omitempty"`
 	// Signature is this machine's build's signature checked against the
 	// keys trusted now: "signed by NAME", "unsigned", "untrusted (...)".
 	Signature string `json:"signature,omitempty"`
@@ -62,12 +63,7 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 		return nil, newError(ErrInvalid, fmt.Sprintf("%s is not an oci:// reference: only OCI repositories list their versions (oci://HOST[:PORT]/REPOSITORY)", source))
 	}
 	ref, _ := registry.ParseReference(strings.TrimPrefix(repoRef, "oci://"))
-	repo := &remote.Repository{
-		Reference:       ref,
-		PlainHTTP:       isLoopbackHost(ref.Registry),
-		Client:          &auth.Client{Client: s.httpClient(), Credential: dockerCredential, Cache: auth.NewCache()},
-		TagListMaxPages: 100,
-	}
+	repo := s.repository(ref)
 	tags, err := listTags(ctx, repo, repoRef)
 	if err != nil {
 		return nil, err
@@ -138,7 +134,7 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 				rv.Runnable, rv.Why = false, "needs protocol "+rv.Protocol
 			}
 		}
-		if rv.Runnable && len(rv.Platforms) > 0 && !contains(rv.Platforms, here) {
+		if rv.Runnable && len(rv.Platforms) > 0 && !slices.Contains(rv.Platforms, here) {
 			rv.Runnable, rv.Why = false, "no build for "+here
 		}
 		out = append(out, rv)
@@ -146,11 +142,12 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 	return out, nil
 }
 
-// annotate fills rv's protocol and signature status from a platform
+// annotate fills rv's protocol, description and signature status from a platform
 // manifest: the signature annotation is checked against the layer's digest
 // (in the manifest: nothing is downloaded) and the keys trusted now.
 func (s *Store) annotate(rv *RemoteVersion, man *ocispec.Manifest, source string) {
 	rv.Protocol = man.Annotations[OCIProtocolAnnotation]
+	rv.Description = man.Annotations[ocispec.AnnotationDescription]
 	var sig *pluginsign.Signature
 	if raw := man.Annotations[OCISignatureAnnotation]; raw != "" {
 		if parsed, err := pluginsign.ParseSignature([]byte(raw)); err == nil {
@@ -188,13 +185,4 @@ func Newest(vs []RemoteVersion, constraint string) (*RemoteVersion, error) {
 		return &vs[i], nil
 	}
 	return nil, nil
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -285,13 +285,7 @@ func checkDescription(d *sdk.Description, m *SourceManifest, c *semver.Constrain
 }
 
 // hookNames lists d's hooks, comma-separated, in the SDK's order.
-func hookNames(d *sdk.Description) string {
-	names := make([]string, len(d.Hooks))
-	for i, h := range d.Hooks {
-		names[i] = string(h)
-	}
-	return strings.Join(names, ",")
-}
+func hookNames(d *sdk.Description) string { return strings.Join(hookList(d), ",") }
 
 // checkProtocol applies the protocol rule (same major, plugin minor at most
 // this marina's minor) to what, e.g. "plugin acme 2.0.0".

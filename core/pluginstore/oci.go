@@ -55,12 +55,7 @@ func (s *Store) fetchOCI(ctx context.Context, source, tmp string, target Platfor
 	if err != nil {
 		return nil, newError(ErrInvalid, fmt.Sprintf("plugin source %s is not a valid OCI reference (oci://HOST[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]): %v", source, err))
 	}
-	repo := &remote.Repository{
-		Reference:       ref,
-		PlainHTTP:       isLoopbackHost(ref.Registry),
-		Client:          &auth.Client{Client: s.httpClient(), Credential: dockerCredential, Cache: auth.NewCache()},
-		TagListMaxPages: 100,
-	}
+	repo := s.repository(ref)
 	label := source
 	reference := ref.Reference
 	if reference == "" {
@@ -245,6 +240,24 @@ func pickTag(ctx context.Context, repo *remote.Repository, c *semver.Constraints
 		want = fmt.Sprintf("%q", c.String())
 	}
 	return "", newError(ErrNoMatch, fmt.Sprintf("%s has no tag matching %s; semver tags: %s", source, want, strings.Join(versions, ", ")))
+}
+
+// repository is the remote repository of ref as the store speaks to every
+// registry: plain HTTP only on loopback, credentials from Docker's config.
+func (s *Store) repository(ref registry.Reference) *remote.Repository {
+	return &remote.Repository{
+		Reference:       ref,
+		PlainHTTP:       isLoopbackHost(ref.Registry),
+		Client:          s.registryClient(),
+		TagListMaxPages: 100,
+	}
+}
+
+// registryClient is the HTTP client for registries: the store's, with
+// credentials from Docker's config, asked for only when a registry wants
+// them.
+func (s *Store) registryClient() *auth.Client {
+	return &auth.Client{Client: s.httpClient(), Credential: dockerCredential, Cache: auth.NewCache()}
 }
 
 // listTags lists a repository's tags (at most maxTags).

@@ -21,7 +21,6 @@ import (
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
 // OCILayerMediaType is the media type of a plugin archive layer that
@@ -110,11 +109,7 @@ func (s *Store) Publish(ctx context.Context, o PublishOptions) (*PublishResult, 
 	}
 	name, version := parts[0].manifest.Name, parts[0].manifest.Version
 
-	repo := &remote.Repository{
-		Reference: ref,
-		PlainHTTP: isLoopbackHost(ref.Registry),
-		Client:    &auth.Client{Client: s.httpClient(), Credential: dockerCredential, Cache: auth.NewCache()},
-	}
+	repo := s.repository(ref)
 	label := o.Ref + ":" + version
 	if !o.Force {
 		_, err := repo.Resolve(ctx, version)

@@ -2,15 +2,12 @@ package pluginstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"sort"
 	"strings"
 
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
 // maxCatalog bounds how many repositories a source's catalog may list.
@@ -48,8 +45,7 @@ func (s *Store) Search(ctx context.Context, sources []string, term string) ([]Fo
 			}
 			f := Found{Name: name, Source: repo, Versions: len(vs)}
 			if newest, _ := Newest(vs, ""); newest != nil {
-				f.Latest = newest.Version
-				f.Description = s.description(ctx, repo, newest.Tag)
+				f.Latest, f.Description = newest.Version, newest.Description
 			} else if len(vs) > 0 {
 				f.Why = vs[0].Why
 			}
@@ -92,7 +88,7 @@ func (s *Store) catalog(ctx context.Context, src string) ([]string, error) {
 		return nil, newError(ErrInvalid, fmt.Sprintf("plugin source %q: %v", src, err))
 	}
 	reg.PlainHTTP = isLoopbackHost(u.Host)
-	reg.Client = &auth.Client{Client: s.httpClient(), Credential: dockerCredential, Cache: auth.NewCache()}
+	reg.Client = s.registryClient()
 	var repos []string
 	err = reg.Repositories(ctx, "", func(page []string) error {
 		for _, r := range page {
@@ -109,34 +105,4 @@ func (s *Store) catalog(ctx context.Context, src string) ([]string, error) {
 		return nil, fmt.Errorf("plugin source %s: listing the registry's repositories (its catalog API): %w (for a private registry, log in with `docker login %s`)", src, err, u.Host)
 	}
 	return repos, nil
-}
-
-// description reads the description annotation of a version's manifest
-// (publish puts it on each platform's manifest); "" if there is none.
-func (s *Store) description(ctx context.Context, repoRef, tag string) string {
-	ref := strings.TrimPrefix(repoRef, "oci://")
-	repo, err := remote.NewRepository(ref)
-	if err != nil {
-		return ""
-	}
-	repo.PlainHTTP = isLoopbackHost(repo.Reference.Registry)
-	repo.Client = &auth.Client{Client: s.httpClient(), Credential: dockerCredential, Cache: auth.NewCache()}
-	desc, data, err := fetchManifest(ctx, repo, tag, repoRef+":"+tag)
-	if err != nil {
-		return ""
-	}
-	if desc.MediaType == ocispec.MediaTypeImageIndex || desc.MediaType == mediaTypeDockerManifestList {
-		var idx ocispec.Index
-		if json.Unmarshal(data, &idx) != nil || len(idx.Manifests) == 0 {
-			return ""
-		}
-		if _, data, err = fetchManifest(ctx, repo, idx.Manifests[0].Digest.String(), repoRef); err != nil {
-			return ""
-		}
-	}
-	var man ocispec.Manifest
-	if json.Unmarshal(data, &man) != nil {
-		return ""
-	}
-	return man.Annotations[ocispec.AnnotationDescription]
 }
