@@ -29,8 +29,23 @@ import (
 )
 
 // openStore opens the plugin store with a describer that launches the
-// binary once through the real runtime.
+// binary once through the real runtime, and the config's signature policy.
+// Commands that have loaded the config already use openStoreFor.
 func (a *app) openStore() (*pluginstore.Store, error) {
+	// A config with problems elsewhere still gives its pluginTrust (those
+	// problems are the command's to report); a config that cannot be read
+	// at all leaves no policy to apply: the command fails rather than
+	// silently accept what enforce would refuse.
+	l, err := config.Load(config.LoadOptions{Path: a.global.configPath, Sets: a.global.sets})
+	if l == nil {
+		return nil, err
+	}
+	return a.openStoreFor(l)
+}
+
+// openStoreFor opens the plugin store with the signature policy (pluginTrust)
+// of l, the config the command loaded.
+func (a *app) openStoreFor(l *config.Loaded) (*pluginstore.Store, error) {
 	root, err := pluginstore.DefaultRoot()
 	if err != nil {
 		return nil, err
@@ -41,15 +56,6 @@ func (a *app) openStore() (*pluginstore.Store, error) {
 	}
 	store := pluginstore.Open(root, lockPath, a.describeBinary)
 	store.BuiltinNames = builtinNames()
-	// The signature policy comes from the config (pluginTrust). A config
-	// with problems elsewhere still gives it (those problems are the
-	// command's to report); a config that cannot be read at all leaves no
-	// policy to apply: the command fails rather than silently accept what
-	// enforce would refuse.
-	l, err := config.Load(config.LoadOptions{Path: a.global.configPath, Sets: a.global.sets})
-	if l == nil {
-		return nil, err
-	}
 	store.Trust = trustOf(l.Config.PluginTrust)
 	return store, nil
 }
@@ -1081,7 +1087,7 @@ func (a *app) resolvePlugins(l *config.Loaded) ([]pluginset.Entry, *pluginstore.
 
 // resolveSet is resolvePlugins without touching the lock file.
 func (a *app) resolveSet(l *config.Loaded) ([]pluginset.Entry, *pluginstore.Store, error) {
-	store, err := a.openStore()
+	store, err := a.openStoreFor(l)
 	if err != nil {
 		return nil, nil, err
 	}

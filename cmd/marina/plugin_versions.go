@@ -267,10 +267,11 @@ func (a *app) resolveByName(cmd *cobra.Command, store *pluginstore.Store, arg st
 	if _, err := os.Stat(arg); err == nil {
 		return arg, nil // a file or directory of that name: install it
 	}
-	sources, err := a.pluginSources()
+	l, err := a.loadConfig()
 	if err != nil {
 		return "", err
 	}
+	sources := l.Config.PluginSources
 	if len(sources) == 0 {
 		return "", exitcode.NewUsage(fmt.Errorf("plugin install %s: no file or directory %s here, and no pluginSources in the config to look it up in; give a path, an oci:// reference, or add pluginSources: [oci://REGISTRY/NAMESPACE]", arg, arg))
 	}
@@ -291,15 +292,6 @@ func (a *app) resolveByName(cmd *cobra.Command, store *pluginstore.Store, arg st
 	return repo, nil
 }
 
-// pluginSources returns the config's pluginSources.
-func (a *app) pluginSources() ([]string, error) {
-	l, err := a.loadConfig()
-	if err != nil {
-		return nil, err
-	}
-	return l.Config.PluginSources, nil
-}
-
 func newPluginSearchCmd(a *app) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -316,14 +308,15 @@ installs one; marina plugin versions oci://... lists its versions.`,
 			if len(args) == 1 {
 				term = args[0]
 			}
-			sources, err := a.pluginSources()
+			l, err := a.loadConfig()
 			if err != nil {
 				return err
 			}
+			sources := l.Config.PluginSources
 			if len(sources) == 0 {
 				return exitcode.NewUsage(errors.New("no pluginSources in the config: add the OCI registry namespaces to search, e.g. pluginSources: [oci://registry.example.com/marina-plugins]"))
 			}
-			store, err := a.openStore()
+			store, err := a.openStoreFor(l)
 			if err != nil {
 				return err
 			}
@@ -345,7 +338,7 @@ installs one; marina plugin versions oci://... lists its versions.`,
 				if latest == "" {
 					latest = "- (" + f.Why + ")"
 				}
-				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{f.Name, latest, fmt.Sprint(f.Versions), excerptLine(f.Description, 60)}, "\t")))
+				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{f.Name, latest, fmt.Sprint(f.Versions), termsafe.Excerpt(f.Description, 60)}, "\t")))
 			}
 			return tw.Flush()
 		},
