@@ -145,6 +145,13 @@ func resultToPB(r *Result) *pb.HookResult {
 		}
 		out.HostChanges = append(out.HostChanges, pc)
 	}
+	if r.Steady != nil {
+		ps := &pb.Steady{}
+		for _, c := range r.Steady.Containers {
+			ps.Containers = append(ps.Containers, &pb.SteadyContainer{Id: c.ID, Spec: c.Spec})
+		}
+		out.Steady = ps
+	}
 	return out
 }
 
@@ -166,6 +173,13 @@ func resultFromPB(r *pb.HookResult) *Result {
 			hc.Resolver = &ResolverChange{Domain: rc.GetDomain(), Nameservers: rc.GetNameservers(), Remove: rc.GetRemove()}
 		}
 		out.HostChanges = append(out.HostChanges, hc)
+	}
+	if ps := r.GetSteady(); ps != nil {
+		st := &Steady{}
+		for _, c := range ps.GetContainers() {
+			st.Containers = append(st.Containers, SteadyContainer{ID: c.GetId(), Spec: c.GetSpec()})
+		}
+		out.Steady = st
 	}
 	return out
 }

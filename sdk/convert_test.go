@@ -143,6 +143,7 @@ func fullResult() *Result {
 			{Severity: SeverityWarning, Summary: "slow", Detail: "took 3m", Path: "wait"},
 			{Severity: SeverityError, Summary: "odd", Detail: "error-level warning", Path: "pools[0]"},
 		},
+		Steady: &Steady{Containers: []SteadyContainer{{ID: "0123abcd", Spec: "f00d"}, {ID: "4567ef01", Spec: "beef"}}},
 	}
 }
 

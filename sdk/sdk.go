@@ -264,6 +264,30 @@ type Result struct {
 	HostChanges []HostChange
 	// Warnings are shown to the user; they do not fail the hook.
 	Warnings []Diagnostic
+	// Steady (PostUp only, optional) names what proves the hook's work is
+	// still in place. While the hook's inputs (the plugin's binary, config,
+	// environment and dependencies' outputs) are unchanged and every
+	// container listed still exists, runs and has the same spec, marina
+	// skips the next PostUp and reuses this result (outputs, host changes
+	// and warnings) without starting the plugin; `marina up --reconcile`
+	// always runs it. Leave it nil for a PostUp that checks something else
+	// (a file, a remote service) every time. A Steady with no containers
+	// says the result depends on the inputs alone.
+	Steady *Steady
+}
+
+// Steady is what proves a PostUp's work is still in place (Result.Steady).
+type Steady struct {
+	Containers []SteadyContainer `json:"containers"`
+}
+
+// SteadyContainer is a container a PostUp created or checked: it must still
+// exist with this ID, be running, and carry this spec label (the
+// marina.dev/spec label sdk/container's Ensure sets; Outcome.Steady fills
+// both).
+type SteadyContainer struct {
+	ID   string `json:"id"`
+	Spec string `json:"spec"`
 }
 
 // KindContribution is merged into the kind config of the cluster being created.

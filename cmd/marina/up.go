@@ -77,7 +77,11 @@ func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), er
 	var runnable []plugin.Plugin
 	for _, e := range entries {
 		if e.Enabled && e.Problem == "" {
-			runnable = append(runnable, e.Plugin)
+			p := e.Plugin
+			if newPlugin, ok := builtins()[e.Name]; ok && e.Builtin {
+				p.Builtin = newPlugin() // marks it built in (steady records key on marina's binary)
+			}
+			runnable = append(runnable, p)
 		}
 	}
 	dir, err := marinaDir()
@@ -162,7 +166,9 @@ func newUpCmd(a *app) *cobra.Command {
 		GroupID: "lab",
 		Short:   "Bring up the lab: VM, Docker, bridge network, host network, services (idempotent)",
 		Long: `Bring up the lab. Every step checks live state first and changes only what differs,
-so a second run with nothing to do changes nothing.
+so a second run with nothing to do changes nothing. A plugin whose last PostUp
+left its containers running unchanged, with the same config and inputs, is not
+started again: its recorded result is reused (--reconcile runs every hook).
 
 Steps: start the machine (a Lima VM on macOS; on Linux with vm.driver host, the
 Docker engine of this machine), the shared bridge network, then every enabled
@@ -184,6 +190,12 @@ how to apply the change later; --restart restarts it without asking.`,
 					return err
 				}
 				defer closeLab()
+				// A plugin whose last PostUp left containers that still run
+				// unchanged, with the same inputs, is not started again
+				// (--reconcile runs every hook).
+				if dir, err := marinaDir(); err == nil && lb.Plugins != nil {
+					lb.Plugins.SkipSteady(lb.SteadyCache(filepath.Join(dir, "cache", "steady"), f.reconcile))
+				}
 				var waiting lima.Resize
 				if ld, ok := lb.Driver.(*lima.Driver); ok {
 					// Asked before the pipeline, whose live output a question

@@ -207,6 +207,17 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	if after := containerIDs(t, etcd, dns, mirror); after[etcd] != before[etcd] || after[dns] != before[dns] || after[mirror] != before[mirror] {
 		t.Fatalf("second up recreated containers: %v -> %v", before, after)
 	}
+	// Their containers run as the last PostUp left them: neither plugin was
+	// started (their recorded results were reused); --reconcile runs both.
+	for _, p := range []string{"localdns", "registries"} {
+		if !strings.Contains(r.stdout, p+": unchanged since ") {
+			t.Errorf("second up started %s, whose containers run unchanged:\n%s", p, r.stdout)
+		}
+	}
+	r = marina(t, home, nil, "up", "--reconcile")
+	if r.code != 0 || strings.Contains(r.stdout, ": unchanged since ") || !strings.Contains(r.stdout, "localdns: CoreDNS") {
+		t.Errorf("up --reconcile: exit %d; want every plugin run, none reused:\n%s%s", r.code, r.stdout, r.stderr)
+	}
 
 	r = marina(t, home, nil, "doctor")
 	if r.code != 0 {
@@ -230,8 +241,8 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	if !failed["service "+dns] || !failed["dns 172.24.255.53"] {
 		t.Fatalf("doctor failures = %v, want the DNS service and the DNS check", failed)
 	}
-	if r := marina(t, home, nil, "up"); r.code != 0 {
-		t.Fatalf("up to repair: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := marina(t, home, nil, "up"); r.code != 0 || strings.Contains(r.stdout, "localdns: unchanged since ") {
+		t.Fatalf("up to repair (localdns must run: its DNS server stopped): exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := marina(t, home, nil, "doctor"); r.code != 0 {
 		t.Fatalf("doctor after up repaired the lab: exit %d\n%s%s", r.code, r.stdout, r.stderr)

@@ -15,6 +15,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/docker"
 	"github.com/bcollard/marina/core/hookenv"
@@ -25,6 +28,7 @@ import (
 	"github.com/bcollard/marina/core/slot"
 	"github.com/bcollard/marina/core/vm"
 	"github.com/bcollard/marina/sdk"
+	sdkcontainer "github.com/bcollard/marina/sdk/container"
 )
 
 // HostApplier performs the host-side changes plugins request (a resolver
@@ -279,6 +283,61 @@ func (l *Lab) stepPostUp() lifecycle.Step {
 			l.collect(results)
 			return err
 		})
+}
+
+// SteadyCache returns the PostUp record of the lab's plugins in dir (see
+// plugin.SteadyCache), checked against the lab's Docker engine; refresh
+// (up --reconcile) runs every hook and only records.
+func (l *Lab) SteadyCache(dir string, refresh bool) *plugin.SteadyCache {
+	return &plugin.SteadyCache{Dir: dir, Check: l.checkSteady, Refresh: refresh}
+}
+
+// checkSteady says why the containers a PostUp named no longer hold ("" when
+// they all do): one container list of the lab's engine.
+func (l *Lab) checkSteady(ctx context.Context, want []sdk.SteadyContainer) (string, error) {
+	if len(want) == 0 {
+		return "", nil
+	}
+	host := l.dockerHost()
+	if host == "" {
+		return "", errors.New("the Docker endpoint is not known yet")
+	}
+	c, err := docker.Open(ctx, host)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	f := client.Filters{}
+	for _, w := range want {
+		if w.ID == "" {
+			return "a container without an ID", nil
+		}
+		f = f.Add("id", w.ID)
+	}
+	res, err := c.API().ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return "", fmt.Errorf("list containers: %w", err)
+	}
+	have := map[string]container.Summary{}
+	for _, s := range res.Items {
+		have[s.ID] = s
+	}
+	for _, w := range want {
+		s, ok := have[w.ID]
+		name := w.ID[:min(12, len(w.ID))]
+		if ok && len(s.Names) > 0 {
+			name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		switch {
+		case !ok:
+			return "container " + name + " is gone", nil
+		case s.State != container.StateRunning:
+			return fmt.Sprintf("container %s is %s", name, s.State), nil
+		case s.Labels[sdkcontainer.LabelSpec] != w.Spec:
+			return "container " + name + " has another spec", nil
+		}
+	}
+	return "", nil
 }
 
 // collect keeps the host changes hooks requested, in plugin-name order.

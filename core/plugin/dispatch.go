@@ -56,6 +56,7 @@ type Dispatcher struct {
 	outputs map[string]map[string]string
 	closed  bool
 	vcache  *ValidateCache
+	steady  *SteadyCache
 }
 
 type entry struct {
@@ -89,6 +90,69 @@ func (d *Dispatcher) CacheValidation(c *ValidateCache) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.vcache = c
+}
+
+// SkipSteady makes RunHook reuse a plugin's recorded PostUp result instead
+// of starting it while the inputs are the same and the containers its
+// result named hold (see SteadyCache), and record what PostUps return.
+// nil turns it off (the default: every hook runs).
+func (d *Dispatcher) SkipSteady(c *SteadyCache) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.steady = c
+}
+
+// steadyFor returns the cache that applies to n's hook, or nil.
+func (d *Dispatcher) steadyFor(hook sdk.Hook) *SteadyCache {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if hook != sdk.PostUp {
+		return nil
+	}
+	return d.steady
+}
+
+// replaySteady publishes and returns n's recorded result for call when it
+// still holds (see SteadyCache), nil otherwise.
+func (d *Dispatcher) replaySteady(ctx context.Context, sc *SteadyCache, n string, call sdk.HookCall, progress func(string)) *sdk.Result {
+	key, file, ok := steadyKeyOf(d.entries[n].p, d.opts.HostVersion, call)
+	if !ok {
+		return nil
+	}
+	e, why := sc.lookup(ctx, key, file)
+	if e == nil {
+		if why != "" {
+			d.opts.Logger.Debug("plugin runs: its last result no longer holds", "plugin", n, "hook", string(call.Hook), "why", why)
+		}
+		return nil
+	}
+	res := e.result()
+	d.mu.Lock()
+	if len(res.Outputs) > 0 {
+		if d.outputs[n] == nil {
+			d.outputs[n] = map[string]string{}
+		}
+		for k, v := range res.Outputs {
+			d.outputs[n][k] = v
+		}
+	}
+	d.mu.Unlock()
+	d.opts.Logger.Debug("plugin not started: nothing changed since its last run", "plugin", n, "hook", string(call.Hook), "recorded", e.Recorded.Format(time.RFC3339))
+	if progress != nil {
+		progress(fmt.Sprintf("unchanged since %s (%d container(s) running as left); not started", e.Recorded.Local().Format("2006-01-02 15:04:05"), len(e.Containers)))
+	}
+	return res
+}
+
+// recordSteady records (or forgets) n's result of call in sc.
+func (d *Dispatcher) recordSteady(sc *SteadyCache, n string, call sdk.HookCall, res *sdk.Result) {
+	key, file, ok := steadyKeyOf(d.entries[n].p, d.opts.HostVersion, call)
+	if !ok {
+		return
+	}
+	if err := sc.record(key, file, res); err != nil {
+		d.opts.Logger.Debug("plugin result not recorded", "plugin", n, "hook", string(call.Hook), "err", err.Error())
+	}
 }
 
 // instance returns the plugin's running instance, starting it if needed.
@@ -387,13 +451,25 @@ func (d *Dispatcher) RunHookExcept(ctx context.Context, hook sdk.Hook, base sdk.
 		go func() {
 			defer wg.Done()
 			defer close(done[n])
-			inst, err := d.instance(runCtx, n)
-			if err != nil {
-				record(n, nil, err)
-				return
+			// start starts the plugin (or returns its running instance);
+			// false when it cannot run (recorded).
+			var inst *Instance
+			start := func() bool {
+				var err error
+				if inst, err = d.instance(runCtx, n); err != nil {
+					record(n, nil, err)
+					return false
+				}
+				if f := inst.failure(); f != nil {
+					record(n, inst, f) // failed in an earlier hook: never called again
+					return false
+				}
+				return true
 			}
-			if f := inst.failure(); f != nil {
-				record(n, inst, f) // failed in an earlier hook: never called again
+			// A plugin that may be skipped (it has a recorded result) starts
+			// only once its inputs are known; the others start at once.
+			sc := d.steadyFor(hook)
+			if (sc == nil || !sc.hasEntries(n)) && !start() {
 				return
 			}
 			for _, q := range wait[n] {
@@ -427,15 +503,35 @@ func (d *Dispatcher) RunHookExcept(ctx context.Context, hook sdk.Hook, base sdk.
 			if onProgress != nil {
 				progress = func(msg string) { onProgress(n, termsafe.Excerpt(termsafe.Line(msg), maxProgress)) }
 			}
+			if sc != nil && inst == nil {
+				if res := d.replaySteady(runCtx, sc, n, call, progress); res != nil {
+					mu.Lock()
+					results[n] = res
+					mu.Unlock()
+					return
+				}
+				if !start() {
+					return
+				}
+			}
 			res, err := inst.RunHook(runCtx, call, d.entries[n].p.Timeout, progress)
 			inst.logs.endHook()
 			if err != nil {
+				if sc != nil {
+					d.recordSteady(sc, n, call, nil)
+				}
 				record(n, inst, err)
 				return
 			}
 			if err := d.publish(n, inst, hook, res); err != nil {
+				if sc != nil {
+					d.recordSteady(sc, n, call, nil)
+				}
 				record(n, inst, err)
 				return
+			}
+			if sc != nil {
+				d.recordSteady(sc, n, call, res)
 			}
 			mu.Lock()
 			results[n] = res

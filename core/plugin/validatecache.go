@@ -157,11 +157,12 @@ func (c *ValidateCache) put(key validateEntry, file string, diags []sdk.Diagnost
 	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return err
 	}
-	return c.prune(dir)
+	return pruneEntries(dir, c.max())
 }
 
-// prune removes the least recently used entries of dir beyond the bound.
-func (c *ValidateCache) prune(dir string) error {
+// pruneEntries removes the least recently used entries (*.json files) of
+// dir beyond max.
+func pruneEntries(dir string, max int) error {
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -181,7 +182,7 @@ func (c *ValidateCache) prune(dir string) error {
 		}
 		entries = append(entries, aged{de.Name(), fi.ModTime()})
 	}
-	if len(entries) <= c.max() {
+	if len(entries) <= max {
 		return nil
 	}
 	slices.SortFunc(entries, func(a, b aged) int {
@@ -191,7 +192,7 @@ func (c *ValidateCache) prune(dir string) error {
 		return strings.Compare(a.name, b.name)
 	})
 	var firstErr error
-	for _, e := range entries[:len(entries)-c.max()] {
+	for _, e := range entries[:len(entries)-max] {
 		if err := os.RemoveAll(filepath.Join(dir, e.name)); err != nil && firstErr == nil {
 			firstErr = err
 		}

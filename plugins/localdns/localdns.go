@@ -71,6 +71,7 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 
 	req.Progress("etcd %s at %s", l.cfg.EtcdContainer, l.etcdIP)
 	out, err := c.Ensure(ctx, l.etcdSpec())
+	steady := &sdk.Steady{Containers: []sdk.SteadyContainer{out.Steady()}}
 	if err != nil {
 		return nil, fmt.Errorf("local DNS etcd: %w", err)
 	}
@@ -89,6 +90,7 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 	if err != nil {
 		return nil, fmt.Errorf("local DNS server: %w", err)
 	}
+	steady.Containers = append(steady.Containers, out.Steady())
 	log.Log(ctx, logLevel(out.Action), "CoreDNS container", "name", l.cfg.ServerContainer, "action", out.Action, "reason", out.Reason, "id", out.ID)
 	if out.Action != container.Unchanged {
 		if err := waitSettled(ctx, c.API(), l.cfg.ServerContainer, l.cfg.ReadyTimeout); err != nil {
@@ -100,6 +102,9 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 		Outputs:     l.outputs(),
 		HostChanges: []sdk.HostChange{l.resolverChange(false)},
 		Warnings:    l.warnings(),
+		// While both containers run unchanged, the next up need not start
+		// this plugin: nothing here would change.
+		Steady: steady,
 	}, nil
 }
 

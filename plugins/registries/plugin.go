@@ -123,13 +123,17 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 	defer c.Close()
 	log := req.Logger()
 
-	res := &sdk.Result{}
+	// While every mirror runs unchanged, the next up need not start this
+	// plugin (stale mirrors only appear when the configured list changes,
+	// and then the hook runs).
+	res := &sdk.Result{Steady: &sdk.Steady{}}
 	for i, m := range ms {
 		prepareCache(req.Env, m, log.Debug)
 		out, err := c.Ensure(ctx, specs[i])
 		if err != nil {
 			return nil, fmt.Errorf("mirror %s: %w%s", m.Name, err, cacheHint(req.Env, m, err))
 		}
+		res.Steady.Containers = append(res.Steady.Containers, out.Steady())
 		if out.Action == container.Created || out.Action == container.Recreated || out.Action == container.Started {
 			warn, err := checkStaysUp(ctx, c, m.Name)
 			if err != nil {

@@ -39,6 +39,8 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
+
+	"github.com/bcollard/marina/sdk"
 )
 
 // Labels Ensure puts on every container it creates.
@@ -132,6 +134,14 @@ type Outcome struct {
 	Action Action
 	// Reason says why a container was recreated or started.
 	Reason string
+	// Spec is the keyed hash of the spec (the container's LabelSpec).
+	Spec string
+}
+
+// Steady is the container as a PostUp's sdk.Steady names it: marina skips
+// the next PostUp while it exists with this ID, runs and has this spec.
+func (o Outcome) Steady() sdk.SteadyContainer {
+	return sdk.SteadyContainer{ID: o.ID, Spec: o.Spec}
 }
 
 // State is what Get and List report about a container.
@@ -332,7 +342,7 @@ func (c *Client) Ensure(ctx context.Context, spec Spec) (Outcome, error) {
 	switch {
 	case cerrdefs.IsNotFound(err):
 		id, err := c.create(ctx, spec, want)
-		return Outcome{ID: id, Action: Created}, err
+		return Outcome{ID: id, Action: Created, Spec: want}, err
 	case err != nil:
 		return Outcome{}, fmt.Errorf("inspect container %s: %w", spec.Name, err)
 	}
@@ -354,10 +364,10 @@ func (c *Client) Ensure(ctx context.Context, spec Spec) (Outcome, error) {
 			return Outcome{}, fmt.Errorf("recreate container %s (%s): %w", spec.Name, reason, err)
 		}
 		id, err := c.create(ctx, spec, want)
-		return Outcome{ID: id, Action: Recreated, Reason: reason}, err
+		return Outcome{ID: id, Action: Recreated, Reason: reason, Spec: want}, err
 	}
 	if ct.State != nil && (ct.State.Running || ct.State.Restarting) {
-		return Outcome{ID: ct.ID, Action: Unchanged}, nil
+		return Outcome{ID: ct.ID, Action: Unchanged, Spec: want}, nil
 	}
 	status := "not running"
 	if ct.State != nil {
@@ -366,7 +376,7 @@ func (c *Client) Ensure(ctx context.Context, spec Spec) (Outcome, error) {
 	if _, err := c.api.ContainerStart(ctx, ct.ID, client.ContainerStartOptions{}); err != nil {
 		return Outcome{}, fmt.Errorf("start container %s: %w", spec.Name, err)
 	}
-	return Outcome{ID: ct.ID, Action: Started, Reason: "it was " + status}, nil
+	return Outcome{ID: ct.ID, Action: Started, Reason: "it was " + status, Spec: want}, nil
 }
 
 // drift says why the existing container ct does not match spec ("" if it does).

@@ -115,6 +115,12 @@ func TestEnsureConverges(t *testing.T) {
 	if again.Action != container.Unchanged || again.ID != first.ID {
 		t.Fatalf("second Ensure = %+v, want unchanged %s", again, first.ID)
 	}
+	// Steady names the container as marina checks it: its ID and its spec
+	// label, the same whether Ensure created or found it.
+	label := dockertest.Docker(t, "inspect", "--format", `{{index .Config.Labels "`+container.LabelSpec+`"}}`, name)
+	if s := again.Steady(); s.ID != first.ID || s.Spec == "" || s.Spec != label || first.Steady() != s {
+		t.Fatalf("Steady = %+v (first %+v), want ID %s and the spec label %q", s, first.Steady(), first.ID, label)
+	}
 
 	dockertest.Docker(t, "stop", "-t", "1", name)
 	started, err := c.Ensure(ctx, spec)
@@ -132,6 +138,9 @@ func TestEnsureConverges(t *testing.T) {
 	}
 	if changed.Action != container.Recreated || changed.ID == first.ID {
 		t.Fatalf("Ensure after a file change = %+v, want recreated with a new id", changed)
+	}
+	if changed.Spec == again.Spec || changed.Spec != dockertest.Docker(t, "inspect", "--format", `{{index .Config.Labels "`+container.LabelSpec+`"}}`, name) {
+		t.Fatalf("Spec after a file change = %q (was %q), want the new container's spec label", changed.Spec, again.Spec)
 	}
 	if _, content := readFile(t, c, changed.ID, "/etc/marina/secret.yml"); content != "password: two\n" {
 		t.Fatalf("file after recreate = %q", content)

@@ -50,6 +50,12 @@ type Config struct {
 	Touch string `json:"touch,omitempty"`
 	// FailOn makes only this hook fail (after touching), whatever Mode says.
 	FailOn string `json:"failOn,omitempty"`
+	// Steady is returned as the result's Steady (the containers are
+	// made up: the host's check is the test's).
+	Steady *sdk.Steady `json:"steady,omitempty"`
+	// FailIfExists makes the hook fail while this file exists (a failure
+	// that does not change the config).
+	FailIfExists string `json:"failIfExists,omitempty"`
 }
 
 // Validate checks Replicas.
@@ -125,6 +131,11 @@ func run(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
 	if cfg.Touch != "" {
 		appendLine(cfg.Touch, *name+" "+string(req.Hook))
 	}
+	if cfg.FailIfExists != "" {
+		if _, err := os.Stat(cfg.FailIfExists); err == nil {
+			return nil, errors.New("failing while " + cfg.FailIfExists + " exists")
+		}
+	}
 	if cfg.FailOn == string(req.Hook) {
 		return nil, errors.New("failing " + cfg.FailOn + " on purpose")
 	}
@@ -182,7 +193,7 @@ func run(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
 	outputs["stateDir"] = req.Env.StateDir
 	outputs["start"] = strconv.FormatInt(started.UnixNano(), 10)
 	outputs["end"] = strconv.FormatInt(time.Now().UnixNano(), 10)
-	return &sdk.Result{Outputs: outputs}, nil
+	return &sdk.Result{Outputs: outputs, Steady: cfg.Steady}, nil
 }
 
 func appendLine(path, line string) {

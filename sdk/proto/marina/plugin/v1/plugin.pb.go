@@ -1344,7 +1344,12 @@ type HookResult struct {
 	// Host-side changes the host performs (with the user's consent).
 	HostChanges []*HostChange `protobuf:"bytes,3,rep,name=host_changes,json=hostChanges,proto3" json:"host_changes,omitempty"`
 	// Warnings (errors are returned as the RPC status).
-	Diagnostics   []*Diagnostic `protobuf:"bytes,4,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	Diagnostics []*Diagnostic `protobuf:"bytes,4,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// PostUp only, optional: the hook left the lab in a state that holds as
+	// long as these containers do; until one of them goes, or the hook's
+	// inputs change, the host may skip the next PostUp and reuse this result.
+	// A host that does not know the field runs the hook every time.
+	Steady        *Steady `protobuf:"bytes,5,opt,name=steady,proto3" json:"steady,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1407,6 +1412,113 @@ func (x *HookResult) GetDiagnostics() []*Diagnostic {
 	return nil
 }
 
+func (x *HookResult) GetSteady() *Steady {
+	if x != nil {
+		return x.Steady
+	}
+	return nil
+}
+
+// Steady is what proves a PostUp's work is still in place.
+type Steady struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Containers    []*SteadyContainer     `protobuf:"bytes,1,rep,name=containers,proto3" json:"containers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Steady) Reset() {
+	*x = Steady{}
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Steady) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Steady) ProtoMessage() {}
+
+func (x *Steady) ProtoReflect() protoreflect.Message {
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Steady.ProtoReflect.Descriptor instead.
+func (*Steady) Descriptor() ([]byte, []int) {
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Steady) GetContainers() []*SteadyContainer {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+// SteadyContainer is a container the hook created or checked: it must still
+// exist with this ID, be running and carry this spec label
+// (marina.dev/spec, set by the SDK's container package).
+type SteadyContainer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Spec          string                 `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SteadyContainer) Reset() {
+	*x = SteadyContainer{}
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SteadyContainer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SteadyContainer) ProtoMessage() {}
+
+func (x *SteadyContainer) ProtoReflect() protoreflect.Message {
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SteadyContainer.ProtoReflect.Descriptor instead.
+func (*SteadyContainer) Descriptor() ([]byte, []int) {
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SteadyContainer) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SteadyContainer) GetSpec() string {
+	if x != nil {
+		return x.Spec
+	}
+	return ""
+}
+
 type KindContribution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// TOML fragments for containerd's config (kind containerdConfigPatches).
@@ -1425,7 +1537,7 @@ type KindContribution struct {
 
 func (x *KindContribution) Reset() {
 	*x = KindContribution{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1549,7 @@ func (x *KindContribution) String() string {
 func (*KindContribution) ProtoMessage() {}
 
 func (x *KindContribution) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1562,7 @@ func (x *KindContribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KindContribution.ProtoReflect.Descriptor instead.
 func (*KindContribution) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KindContribution) GetContainerdConfigPatches() []string {
@@ -1501,7 +1613,7 @@ type NodeFile struct {
 
 func (x *NodeFile) Reset() {
 	*x = NodeFile{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1625,7 @@ func (x *NodeFile) String() string {
 func (*NodeFile) ProtoMessage() {}
 
 func (x *NodeFile) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1638,7 @@ func (x *NodeFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeFile.ProtoReflect.Descriptor instead.
 func (*NodeFile) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NodeFile) GetPath() string {
@@ -1563,7 +1675,7 @@ type PortMapping struct {
 
 func (x *PortMapping) Reset() {
 	*x = PortMapping{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1687,7 @@ func (x *PortMapping) String() string {
 func (*PortMapping) ProtoMessage() {}
 
 func (x *PortMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1700,7 @@ func (x *PortMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortMapping.ProtoReflect.Descriptor instead.
 func (*PortMapping) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PortMapping) GetContainerPort() int32 {
@@ -1634,7 +1746,7 @@ type HostChange struct {
 
 func (x *HostChange) Reset() {
 	*x = HostChange{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1758,7 @@ func (x *HostChange) String() string {
 func (*HostChange) ProtoMessage() {}
 
 func (x *HostChange) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1771,7 @@ func (x *HostChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostChange.ProtoReflect.Descriptor instead.
 func (*HostChange) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HostChange) GetChange() isHostChange_Change {
@@ -1709,7 +1821,7 @@ type ResolverChange struct {
 
 func (x *ResolverChange) Reset() {
 	*x = ResolverChange{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1833,7 @@ func (x *ResolverChange) String() string {
 func (*ResolverChange) ProtoMessage() {}
 
 func (x *ResolverChange) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1846,7 @@ func (x *ResolverChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolverChange.ProtoReflect.Descriptor instead.
 func (*ResolverChange) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResolverChange) GetDomain() string {
@@ -1887,16 +1999,24 @@ const file_marina_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06result\x18\x02 \x01(\v2\x1c.marina.plugin.v1.HookResultH\x00R\x06resultB\a\n" +
 	"\x05event\"$\n" +
 	"\bProgress\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\xc6\x02\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xf8\x02\n" +
 	"\n" +
 	"HookResult\x12C\n" +
 	"\aoutputs\x18\x01 \x03(\v2).marina.plugin.v1.HookResult.OutputsEntryR\aoutputs\x126\n" +
 	"\x04kind\x18\x02 \x01(\v2\".marina.plugin.v1.KindContributionR\x04kind\x12?\n" +
 	"\fhost_changes\x18\x03 \x03(\v2\x1c.marina.plugin.v1.HostChangeR\vhostChanges\x12>\n" +
-	"\vdiagnostics\x18\x04 \x03(\v2\x1c.marina.plugin.v1.DiagnosticR\vdiagnostics\x1a:\n" +
+	"\vdiagnostics\x18\x04 \x03(\v2\x1c.marina.plugin.v1.DiagnosticR\vdiagnostics\x120\n" +
+	"\x06steady\x18\x05 \x01(\v2\x18.marina.plugin.v1.SteadyR\x06steady\x1a:\n" +
 	"\fOutputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"K\n" +
+	"\x06Steady\x12A\n" +
+	"\n" +
+	"containers\x18\x01 \x03(\v2!.marina.plugin.v1.SteadyContainerR\n" +
+	"containers\"5\n" +
+	"\x0fSteadyContainer\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04spec\x18\x02 \x01(\tR\x04spec\"\x97\x03\n" +
 	"\x10KindContribution\x12:\n" +
 	"\x19containerd_config_patches\x18\x01 \x03(\tR\x17containerdConfigPatches\x124\n" +
 	"\x16kubeadm_config_patches\x18\x02 \x03(\tR\x14kubeadmConfigPatches\x129\n" +
@@ -1953,7 +2073,7 @@ func file_marina_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_marina_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_marina_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_marina_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_marina_plugin_v1_plugin_proto_goTypes = []any{
 	(Hook)(0),                      // 0: marina.plugin.v1.Hook
 	(Diagnostic_Severity)(0),       // 1: marina.plugin.v1.Diagnostic.Severity
@@ -1973,57 +2093,61 @@ var file_marina_plugin_v1_plugin_proto_goTypes = []any{
 	(*HookEvent)(nil),              // 15: marina.plugin.v1.HookEvent
 	(*Progress)(nil),               // 16: marina.plugin.v1.Progress
 	(*HookResult)(nil),             // 17: marina.plugin.v1.HookResult
-	(*KindContribution)(nil),       // 18: marina.plugin.v1.KindContribution
-	(*NodeFile)(nil),               // 19: marina.plugin.v1.NodeFile
-	(*PortMapping)(nil),            // 20: marina.plugin.v1.PortMapping
-	(*HostChange)(nil),             // 21: marina.plugin.v1.HostChange
-	(*ResolverChange)(nil),         // 22: marina.plugin.v1.ResolverChange
-	nil,                            // 23: marina.plugin.v1.Description.TimeoutsMsEntry
-	nil,                            // 24: marina.plugin.v1.Env.ImagesEntry
-	nil,                            // 25: marina.plugin.v1.Cluster.LabelsEntry
-	nil,                            // 26: marina.plugin.v1.HookRequest.DependencyOutputsEntry
-	nil,                            // 27: marina.plugin.v1.Outputs.ValuesEntry
-	nil,                            // 28: marina.plugin.v1.HookResult.OutputsEntry
-	nil,                            // 29: marina.plugin.v1.KindContribution.NodeLabelsEntry
+	(*Steady)(nil),                 // 18: marina.plugin.v1.Steady
+	(*SteadyContainer)(nil),        // 19: marina.plugin.v1.SteadyContainer
+	(*KindContribution)(nil),       // 20: marina.plugin.v1.KindContribution
+	(*NodeFile)(nil),               // 21: marina.plugin.v1.NodeFile
+	(*PortMapping)(nil),            // 22: marina.plugin.v1.PortMapping
+	(*HostChange)(nil),             // 23: marina.plugin.v1.HostChange
+	(*ResolverChange)(nil),         // 24: marina.plugin.v1.ResolverChange
+	nil,                            // 25: marina.plugin.v1.Description.TimeoutsMsEntry
+	nil,                            // 26: marina.plugin.v1.Env.ImagesEntry
+	nil,                            // 27: marina.plugin.v1.Cluster.LabelsEntry
+	nil,                            // 28: marina.plugin.v1.HookRequest.DependencyOutputsEntry
+	nil,                            // 29: marina.plugin.v1.Outputs.ValuesEntry
+	nil,                            // 30: marina.plugin.v1.HookResult.OutputsEntry
+	nil,                            // 31: marina.plugin.v1.KindContribution.NodeLabelsEntry
 }
 var file_marina_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: marina.plugin.v1.Description.hooks:type_name -> marina.plugin.v1.Hook
 	4,  // 1: marina.plugin.v1.Description.dependencies:type_name -> marina.plugin.v1.Dependency
-	23, // 2: marina.plugin.v1.Description.timeouts_ms:type_name -> marina.plugin.v1.Description.TimeoutsMsEntry
+	25, // 2: marina.plugin.v1.Description.timeouts_ms:type_name -> marina.plugin.v1.Description.TimeoutsMsEntry
 	7,  // 3: marina.plugin.v1.ValidateConfigResponse.diagnostics:type_name -> marina.plugin.v1.Diagnostic
 	1,  // 4: marina.plugin.v1.Diagnostic.severity:type_name -> marina.plugin.v1.Diagnostic.Severity
-	24, // 5: marina.plugin.v1.Env.images:type_name -> marina.plugin.v1.Env.ImagesEntry
+	26, // 5: marina.plugin.v1.Env.images:type_name -> marina.plugin.v1.Env.ImagesEntry
 	9,  // 6: marina.plugin.v1.Env.custom_dns_resolvers:type_name -> marina.plugin.v1.DomainResolvers
 	10, // 7: marina.plugin.v1.Env.mirrors:type_name -> marina.plugin.v1.Mirror
 	12, // 8: marina.plugin.v1.Cluster.metallb_pools:type_name -> marina.plugin.v1.AddressRange
-	25, // 9: marina.plugin.v1.Cluster.labels:type_name -> marina.plugin.v1.Cluster.LabelsEntry
+	27, // 9: marina.plugin.v1.Cluster.labels:type_name -> marina.plugin.v1.Cluster.LabelsEntry
 	0,  // 10: marina.plugin.v1.HookRequest.hook:type_name -> marina.plugin.v1.Hook
 	8,  // 11: marina.plugin.v1.HookRequest.env:type_name -> marina.plugin.v1.Env
 	11, // 12: marina.plugin.v1.HookRequest.cluster:type_name -> marina.plugin.v1.Cluster
-	26, // 13: marina.plugin.v1.HookRequest.dependency_outputs:type_name -> marina.plugin.v1.HookRequest.DependencyOutputsEntry
-	27, // 14: marina.plugin.v1.Outputs.values:type_name -> marina.plugin.v1.Outputs.ValuesEntry
+	28, // 13: marina.plugin.v1.HookRequest.dependency_outputs:type_name -> marina.plugin.v1.HookRequest.DependencyOutputsEntry
+	29, // 14: marina.plugin.v1.Outputs.values:type_name -> marina.plugin.v1.Outputs.ValuesEntry
 	16, // 15: marina.plugin.v1.HookEvent.progress:type_name -> marina.plugin.v1.Progress
 	17, // 16: marina.plugin.v1.HookEvent.result:type_name -> marina.plugin.v1.HookResult
-	28, // 17: marina.plugin.v1.HookResult.outputs:type_name -> marina.plugin.v1.HookResult.OutputsEntry
-	18, // 18: marina.plugin.v1.HookResult.kind:type_name -> marina.plugin.v1.KindContribution
-	21, // 19: marina.plugin.v1.HookResult.host_changes:type_name -> marina.plugin.v1.HostChange
+	30, // 17: marina.plugin.v1.HookResult.outputs:type_name -> marina.plugin.v1.HookResult.OutputsEntry
+	20, // 18: marina.plugin.v1.HookResult.kind:type_name -> marina.plugin.v1.KindContribution
+	23, // 19: marina.plugin.v1.HookResult.host_changes:type_name -> marina.plugin.v1.HostChange
 	7,  // 20: marina.plugin.v1.HookResult.diagnostics:type_name -> marina.plugin.v1.Diagnostic
-	19, // 21: marina.plugin.v1.KindContribution.node_files:type_name -> marina.plugin.v1.NodeFile
-	29, // 22: marina.plugin.v1.KindContribution.node_labels:type_name -> marina.plugin.v1.KindContribution.NodeLabelsEntry
-	20, // 23: marina.plugin.v1.KindContribution.port_mappings:type_name -> marina.plugin.v1.PortMapping
-	22, // 24: marina.plugin.v1.HostChange.resolver:type_name -> marina.plugin.v1.ResolverChange
-	14, // 25: marina.plugin.v1.HookRequest.DependencyOutputsEntry.value:type_name -> marina.plugin.v1.Outputs
-	2,  // 26: marina.plugin.v1.Plugin.Describe:input_type -> marina.plugin.v1.DescribeRequest
-	5,  // 27: marina.plugin.v1.Plugin.ValidateConfig:input_type -> marina.plugin.v1.ValidateConfigRequest
-	13, // 28: marina.plugin.v1.Plugin.RunHook:input_type -> marina.plugin.v1.HookRequest
-	3,  // 29: marina.plugin.v1.Plugin.Describe:output_type -> marina.plugin.v1.Description
-	6,  // 30: marina.plugin.v1.Plugin.ValidateConfig:output_type -> marina.plugin.v1.ValidateConfigResponse
-	15, // 31: marina.plugin.v1.Plugin.RunHook:output_type -> marina.plugin.v1.HookEvent
-	29, // [29:32] is the sub-list for method output_type
-	26, // [26:29] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	18, // 21: marina.plugin.v1.HookResult.steady:type_name -> marina.plugin.v1.Steady
+	19, // 22: marina.plugin.v1.Steady.containers:type_name -> marina.plugin.v1.SteadyContainer
+	21, // 23: marina.plugin.v1.KindContribution.node_files:type_name -> marina.plugin.v1.NodeFile
+	31, // 24: marina.plugin.v1.KindContribution.node_labels:type_name -> marina.plugin.v1.KindContribution.NodeLabelsEntry
+	22, // 25: marina.plugin.v1.KindContribution.port_mappings:type_name -> marina.plugin.v1.PortMapping
+	24, // 26: marina.plugin.v1.HostChange.resolver:type_name -> marina.plugin.v1.ResolverChange
+	14, // 27: marina.plugin.v1.HookRequest.DependencyOutputsEntry.value:type_name -> marina.plugin.v1.Outputs
+	2,  // 28: marina.plugin.v1.Plugin.Describe:input_type -> marina.plugin.v1.DescribeRequest
+	5,  // 29: marina.plugin.v1.Plugin.ValidateConfig:input_type -> marina.plugin.v1.ValidateConfigRequest
+	13, // 30: marina.plugin.v1.Plugin.RunHook:input_type -> marina.plugin.v1.HookRequest
+	3,  // 31: marina.plugin.v1.Plugin.Describe:output_type -> marina.plugin.v1.Description
+	6,  // 32: marina.plugin.v1.Plugin.ValidateConfig:output_type -> marina.plugin.v1.ValidateConfigResponse
+	15, // 33: marina.plugin.v1.Plugin.RunHook:output_type -> marina.plugin.v1.HookEvent
+	31, // [31:34] is the sub-list for method output_type
+	28, // [28:31] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_marina_plugin_v1_plugin_proto_init() }
@@ -2035,7 +2159,7 @@ func file_marina_plugin_v1_plugin_proto_init() {
 		(*HookEvent_Progress)(nil),
 		(*HookEvent_Result)(nil),
 	}
-	file_marina_plugin_v1_plugin_proto_msgTypes[19].OneofWrappers = []any{
+	file_marina_plugin_v1_plugin_proto_msgTypes[21].OneofWrappers = []any{
 		(*HostChange_Resolver)(nil),
 	}
 	type x struct{}
@@ -2044,7 +2168,7 @@ func file_marina_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_marina_plugin_v1_plugin_proto_rawDesc), len(file_marina_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
