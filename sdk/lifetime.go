@@ -35,6 +35,10 @@ type lifetime struct {
 	socketDir string
 }
 
+// subreaper is true once becomeSubreaper made this process a child
+// subreaper (Linux): every descendant is then its child or below one.
+var subreaper bool
+
 // startLifetime makes the plugin a child subreaper where the OS has them
 // (Linux), so that every process it starts stays in its tree even when its
 // parent exits (a daemonising or setsid(2) grandchild), and starts

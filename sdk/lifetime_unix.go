@@ -3,6 +3,7 @@
 package sdk
 
 import (
+	"errors"
 	"os"
 	"syscall"
 	"time"
@@ -59,7 +60,13 @@ func descendants(self int) []int {
 // about to exit, so no os/exec Wait is left to need them.
 func killDescendants(grace, kill time.Duration) {
 	self := os.Getpid()
-	reapChildren()
+	if !reapChildren() && subreaper {
+		// A subreaper without a child has no descendant: every process
+		// below it is its child or under one (the common case: a plugin
+		// whose hooks started nothing that is still there), so the
+		// process table need not be read.
+		return
+	}
 	live := descendants(self)
 	if len(live) == 0 {
 		return
@@ -92,13 +99,19 @@ func killDescendants(grace, kill time.Duration) {
 	}
 }
 
-// reapChildren collects every exited child without blocking.
-func reapChildren() {
+// reapChildren collects every exited child without blocking; it reports
+// whether a child may be left (false only when the kernel says there is
+// none: ECHILD).
+func reapChildren() (children bool) {
 	for range 1000 {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.ECHILD) {
+			return false
+		}
 		if pid <= 0 || err != nil {
-			return
+			return true
 		}
 	}
+	return true
 }

@@ -24,7 +24,8 @@ const pollInterval = 20 * time.Millisecond
 // return its result. The sequence, each wait bounded by KillGrace:
 //
 //  0. snapshot the plugin's process tree (see procTree), so that
-//     descendants are known even once the plugin has exited;
+//     descendants are known even once the plugin has exited (while step 1's
+//     request travels);
 //  1. ask the plugin to shut down (go-plugin's controller Shutdown RPC) and
 //     wait for the process to exit (the SDK's Serve kills the plugin's
 //     descendants before it exits);
@@ -66,13 +67,25 @@ func (i *Instance) stopProcess() error {
 	survivors := 0
 	if r != nil && r.isStarted() {
 		tree := newProcTree(r.pgid(), r.token)
-		tree.scan()
 		if !r.exited() && i.conn != nil {
+			// The snapshot is read while the shutdown request travels: the
+			// plugin answers it and ends its own descendants before it
+			// exits, which takes longer than reading the process table,
+			// and whatever the snapshot misses the sweep still finds (the
+			// group, marina's adopted orphans).
+			scanned := make(chan struct{})
+			go func() {
+				defer close(scanned)
+				tree.scan()
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), grace)
 			start := time.Now()
 			_ = i.conn.Invoke(ctx, shutdownMethod, &emptypb.Empty{}, &emptypb.Empty{})
 			cancel()
+			<-scanned
 			r.waitExit(grace - time.Since(start))
+		} else {
+			tree.scan()
 		}
 		if !r.exited() {
 			escalated = fmt.Sprintf("did not exit within %s of the shutdown request; sent SIGTERM to its process group", grace)
