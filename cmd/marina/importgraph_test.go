@@ -83,6 +83,7 @@ var forbidden = []forbiddenImport{
 	{pkg: "k8s.io/client-go/kubernetes/scheme", reason: "~27 ms of package init (every API group's types registered) on every marina command; use the dynamic client with kube.NewTyped (sdk/kube)"},
 	{pkg: "k8s.io/client-go/kubernetes", reason: "client-go's typed clientset: it imports kubernetes/scheme; use the dynamic client with kube.NewTyped (sdk/kube)"},
 	{pkg: "k8s.io/client-go/discovery", reason: "imports kubernetes/scheme (also via restmapper and applyconfigurations/*); sdk/kube has its own discovery REST mapper"},
+	{pkg: "oras.land/oras-go/v2", reason: "oras's root package compiles a regular expression at init (~0.7 ms of every command); marina uses its registry packages, and pluginstore.pushArtifactManifest writes what its PackManifest wrote"},
 }
 
 // importPlatforms are the builds checked: Linux as released (no cgo) and

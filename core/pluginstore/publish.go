@@ -16,11 +16,9 @@ import (
 
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
-	"oras.land/oras-go/v2/registry/remote"
 )
 
 // OCILayerMediaType is the media type of a plugin archive layer that
@@ -155,9 +153,7 @@ func (s *Store) Publish(ctx context.Context, o PublishOptions) (*PublishResult, 
 			ann[OCISignatureAnnotation] = string(sig.Marshal())
 			signed++
 		}
-		desc, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, OCIArtifactType, oras.PackManifestOptions{
-			Layers: []ocispec.Descriptor{layer}, ManifestAnnotations: ann,
-		})
+		desc, err := pushArtifactManifest(ctx, repo, layer, ann)
 		if err != nil {
 			return nil, fmt.Errorf("publish: pushing the %s manifest to %s: %w", pt.platform, o.Ref, err)
 		}
@@ -179,8 +175,38 @@ func (s *Store) Publish(ctx context.Context, o PublishOptions) (*PublishResult, 
 	return res, nil
 }
 
+// pushArtifactManifest pushes an OCI 1.1 artifact manifest of type
+// OCIArtifactType with one layer and the empty config: what oras's
+// PackManifest(PackManifestVersion1_1) writes, byte for byte (the same
+// digest), without linking oras's root package, whose init compiles a
+// regular expression in every marina command (~0.7 ms of a 10 ms start).
+// The annotations must hold ocispec.AnnotationCreated.
+func pushArtifactManifest(ctx context.Context, repo content.Storage, layer ocispec.Descriptor, ann map[string]string) (ocispec.Descriptor, error) {
+	if err := pushBlob(ctx, repo, ocispec.DescriptorEmptyJSON, ocispec.DescriptorEmptyJSON.Data); err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("failed to push config: %w", err)
+	}
+	m := ocispec.Manifest{
+		Versioned:    specs.Versioned{SchemaVersion: 2},
+		Config:       ocispec.DescriptorEmptyJSON,
+		MediaType:    ocispec.MediaTypeImageManifest,
+		Layers:       []ocispec.Descriptor{layer},
+		ArtifactType: OCIArtifactType,
+		Annotations:  ann,
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	desc := content.NewDescriptorFromBytes(m.MediaType, data)
+	desc.ArtifactType, desc.Annotations = m.ArtifactType, m.Annotations
+	if err := repo.Push(ctx, desc, bytes.NewReader(data)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return ocispec.Descriptor{}, fmt.Errorf("failed to push manifest: %w", err)
+	}
+	return desc, nil
+}
+
 // pushBlob pushes a blob unless the registry has it already.
-func pushBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descriptor, data []byte) error {
+func pushBlob(ctx context.Context, repo content.Storage, desc ocispec.Descriptor, data []byte) error {
 	if ok, err := repo.Exists(ctx, desc); err == nil && ok {
 		return nil
 	}
