@@ -209,10 +209,11 @@ docs:
 
 ## bench: benchmarks (ratios against a baseline measured in the same run), then
 ## the figures that have a goal as one table (test/bench/summary.sh; issue 14's
-## start-up figures: docs/design.md "Start-up figures"). Reported, never asserted
+## start-up figures: docs/design.md "Start-up figures"). Reported, never asserted.
+## One package at a time (-p 1): two packages' benchmarks would load each other
 bench:
 	out=$$(mktemp); trap 'rm -f "$$out"' EXIT; set -o pipefail; \
-	  $(GO) test -run '^$$' -bench . -benchmem $(PKGS) | tee "$$out"; rc=$$?; \
+	  $(GO) test -p 1 -timeout 60m -run '^$$' -bench . -benchmem $(PKGS) | tee "$$out"; rc=$$?; \
 	  bash test/bench/summary.sh <"$$out"; exit $$rc
 
 ## ci: what .ci/run runs
