@@ -9,9 +9,12 @@ package main
 //	go test -run '^$' -bench ConfigValidate ./cmd/marina
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bcollard/marina/test/bench"
 )
 
 // BenchmarkConfigValidate times `marina config validate` (ns/op and
@@ -46,10 +49,7 @@ func BenchmarkConfigValidate(b *testing.B) {
 	b.ReportMetric(v, "validate-ms")
 	b.ReportMetric(base, "version-ms")
 	b.ReportMetric(v/base, "validate-vs-version")
-	verdict := "met"
-	if v > 100 {
-		verdict = "NOT met"
-	}
-	b.Logf("medians of %d runs: config validate (default config) %.1f ms, version %.1f ms, ratio %.2fx; goal validate <= 100 ms: %s",
-		len(validate), v, base, v/base, verdict)
+	b.Logf("medians of %d runs: config validate (default config) %.1f ms, version %.1f ms, ratio %.2fx",
+		len(validate), v, base, v/base)
+	bench.Figure(b, "marina config validate (default config)", fmt.Sprintf("%.1f ms", v), "<= 100 ms", fmt.Sprintf("version %.1f ms", base), v <= 100)
 }
