@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bcollard/marina/core/atomicfile"
 	"github.com/bcollard/marina/core/userfile"
 	"github.com/bcollard/marina/sdk"
 )
@@ -201,7 +200,6 @@ func sameSteadyKey(a, b steadyKey) bool {
 // when res has no Steady.
 func (c *SteadyCache) record(key steadyKey, file string, res *sdk.Result) error {
 	dir := filepath.Join(c.Dir, key.Plugin)
-	path := filepath.Join(dir, file)
 	if res == nil || res.Steady == nil {
 		return c.forget(key, file)
 	}
@@ -219,18 +217,7 @@ func (c *SteadyCache) record(key steadyKey, file string, res *sdk.Result) error 
 	if len(b) > maxValidateEntry {
 		return fmt.Errorf("the result is %d bytes, over the %d bytes an entry may have", len(b), maxValidateEntry)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if fi, err := os.Lstat(path); err == nil && (!fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600) {
-		if err := os.RemoveAll(path); err != nil {
-			return err
-		}
-	}
-	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
-		return err
-	}
-	return pruneEntries(dir, c.max())
+	return writeEntry(dir, file, b, c.max())
 }
 
 // forget removes key's entry, if any.

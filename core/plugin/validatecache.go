@@ -142,12 +142,17 @@ func (c *ValidateCache) put(key validateEntry, file string, diags []sdk.Diagnost
 	if len(b) > maxValidateEntry {
 		return fmt.Errorf("the answer is %d bytes, over the %d bytes an entry may have", len(b), maxValidateEntry)
 	}
-	dir := filepath.Join(c.Dir, key.Plugin)
+	return writeEntry(filepath.Join(c.Dir, key.Plugin), file, b, c.max())
+}
+
+// writeEntry writes a cache entry dir/file (dir created 0700), then
+// removes the least recently used entries of dir beyond max. An entry that
+// is not a plain 0600 file (a directory, a symlink, an unreadable file) is
+// replaced, not followed or kept with its mode.
+func writeEntry(dir, file string, b []byte, max int) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	// An entry that is not a plain 0600 file (a directory, a symlink, an
-	// unreadable file) is replaced, not followed or kept with its mode.
 	path := filepath.Join(dir, file)
 	if fi, err := os.Lstat(path); err == nil && (!fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600) {
 		if err := os.RemoveAll(path); err != nil {
@@ -157,7 +162,7 @@ func (c *ValidateCache) put(key validateEntry, file string, diags []sdk.Diagnost
 	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return err
 	}
-	return pruneEntries(dir, c.max())
+	return pruneEntries(dir, max)
 }
 
 // pruneEntries removes the least recently used entries (*.json files) of
