@@ -234,7 +234,7 @@ func (q quietTB) Helper()           { q.TB.Helper() }
 func BenchmarkIdleCost(b *testing.B) {
 	l := startLab(b)
 	quiet := quietTB{b}
-	cli, err := client.New(client.WithHost(dockertest.Host()), client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.WithHost(dockertest.Host()))
 	if err != nil {
 		b.Fatal(err)
 	}
