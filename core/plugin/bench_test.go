@@ -315,18 +315,19 @@ func BenchmarkPluginOverheadRatios(b *testing.B) {
 	b.ReportMetric(seq/one, "five-sequential-vs-one")
 	b.ReportMetric(bareConc/bare, "bare-five-concurrent-vs-one")
 
-	cpus := runtime.NumCPU()
-	b.Logf("medians of %d rounds, wall (CPU) ms: bare go-plugin %.1f (%.1f), marina one %.1f (%.1f), five sequential %.1f (%.1f), five concurrent %.1f (%.1f), bare five concurrent %.1f (%.1f)",
-		len(wall[0]), bare, cpuMS["bare-goplugin-hello"], one, cpuMS["marina-one"], seq, cpuMS["marina-five-sequential"],
+	b.Logf("medians of %d rounds, wall (CPU) ms: bare go-plugin insecure %.1f (%.1f), with AutoMTLS %.1f (%.1f), marina one %.1f (%.1f), five sequential %.1f (%.1f), five concurrent %.1f (%.1f), bare five concurrent %.1f (%.1f)",
+		len(wall[0]), insecure, cpuMS["bare-goplugin-insecure"], bare, cpuMS["bare-goplugin-hello"], one, cpuMS["marina-one"], seq, cpuMS["marina-five-sequential"],
 		conc, cpuMS["marina-five-concurrent"], bareConc, cpuMS["bare-goplugin-five-concurrent"])
 	b.Logf("marina vs bare go-plugin, one plugin: %.2fx (goal ≤ 1.5x: %s)", one/bare, verdict(one/bare <= 1.5))
 	b.Logf("marina (peer credentials) vs insecure bare go-plugin (%.1f ms): %.2fx (goal ≤ 1.5x: %s)", insecure, one/insecure, verdict(one/insecure <= 1.5))
 	bench.Figure(b, "plugin launch+describe+hook+stop, authenticated", fmt.Sprintf("%.1f ms (%.2fx)", one, one/insecure), "<= 1.5x", fmt.Sprintf("bare go-plugin, no TLS: %.1f ms", insecure), one/insecure <= 1.5)
-	bench.Figure(b, "five plugins at once vs one", fmt.Sprintf("%.1f ms (%.2fx)", conc, conc/one), "<= 2x", fmt.Sprintf("one: %.1f ms", one), conc/one <= 2)
+	cpus := runtime.NumCPU()
+	floor := cpuMS["marina-five-concurrent"] / float64(cpus) / one
+	bench.Figure(b, "five plugins at once vs one", fmt.Sprintf("%.1f ms (%.2fx)", conc, conc/one), "<= 2x",
+		fmt.Sprintf("one: %.1f ms; CPU floor on %d CPUs %.2fx", one, cpus, floor), conc/one <= 2)
 	b.Logf("five concurrent vs one: %.2fx (goal ≤ 2x: %s); bare go-plugin: %.2fx; five sequential vs one: %.2fx",
 		conc/one, verdict(conc/one <= 2), bareConc/bare, seq/one)
-	b.Logf("CPU floor of five concurrent on %d CPUs: %.1f ms = %.2fx one", cpus, cpuMS["marina-five-concurrent"]/float64(cpus),
-		cpuMS["marina-five-concurrent"]/float64(cpus)/one)
+	b.Logf("CPU floor of five concurrent on %d CPUs: %.1f ms = %.2fx one", cpus, cpuMS["marina-five-concurrent"]/float64(cpus), floor)
 }
 
 // median returns the middle sample (the mean of the two middle ones for an
