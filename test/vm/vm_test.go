@@ -422,6 +422,14 @@ func TestVM(t *testing.T) {
 		}
 	})
 
+	// 5b. marina up again: the VM runs, and the local DNS containers run as
+	// the first up left them (Docker restarted them, same IDs), so the
+	// PostUp step replays localdns's recorded result instead of starting
+	// the plugin (through the Lima Docker socket).
+	r.step("marina up again after the recovery: no plugin started (their containers run as left)", func() error {
+		return marinaUpAgain(e, home)
+	})
+
 	// 6. Stop: a power-down the guest sees (ACPI), not a kill.
 	r.step("stop: clean power-down", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -492,6 +500,30 @@ func saveLogs(t *testing.T, instDir, dir string) {
 			t.Logf("saving %s: %v", f, err)
 		}
 	}
+}
+
+// marinaUpAgain runs `marina up` a second time, with the config marinaUp
+// wrote, and checks that the plugins were not started: their PostUp
+// results were replayed (see core/plugin SteadyCache).
+func marinaUpAgain(e env, home string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.marina, "up", "--progress", "plain")
+	cmd.Env = append(cleanEnv(), "HOME="+home, "MARINA_CONFIG="+filepath.Join(home, ".marina", "config.yaml"))
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		fmt.Printf("    marina up: %s\n", line)
+	}
+	if err != nil {
+		return fmt.Errorf("marina up: %v", err)
+	}
+	for _, p := range []string{"localdns", "registries"} {
+		if !strings.Contains(string(out), p+": unchanged since ") {
+			return fmt.Errorf("the second marina up started %s, whose last PostUp still holds", p)
+		}
+	}
+	return nil
 }
 
 // marinaUp runs `marina up` for the test's lab and checks what it did: in
