@@ -378,11 +378,7 @@ func (a *app) checkPlugins(ctx context.Context, l *config.Loaded, skip map[strin
 			failures = append(failures, err)
 			continue
 		}
-		p := e.Plugin
-		if newPlugin, ok := builtins()[e.Name]; ok && e.Builtin {
-			p.Builtin = newPlugin() // checked in-process: no plugin-server to start
-		}
-		runnable = append(runnable, p)
+		runnable = append(runnable, e.Plugin) // a built-in's config is checked in-process (Plugin.Builtin)
 	}
 	if len(missingBuiltins) > 0 {
 		warnings = append(warnings, fmt.Sprintf("built-in plugins not in this marina build yet (they are skipped): %s", strings.Join(missingBuiltins, ", ")))

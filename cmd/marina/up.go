@@ -77,11 +77,7 @@ func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), er
 	var runnable []plugin.Plugin
 	for _, e := range entries {
 		if e.Enabled && e.Problem == "" {
-			p := e.Plugin
-			if newPlugin, ok := builtins()[e.Name]; ok && e.Builtin {
-				p.Builtin = newPlugin() // marks it built in (steady records key on marina's binary)
-			}
-			runnable = append(runnable, p)
+			runnable = append(runnable, e.Plugin)
 		}
 	}
 	dir, err := marinaDir()

@@ -68,7 +68,8 @@ func Resolve(cfg *config.Config, builtins Builtins, store *pluginstore.Store, se
 		}
 		if newPlugin, ok := builtins[name]; ok {
 			e.Builtin = true
-			d, err := sdk.Describe(newPlugin())
+			impl := newPlugin()
+			d, err := sdk.Describe(impl)
 			if err != nil {
 				return nil, fmt.Errorf("built-in plugin %s: %w", name, err)
 			}
@@ -76,7 +77,7 @@ func Resolve(cfg *config.Config, builtins Builtins, store *pluginstore.Store, se
 			if pc.Version != "" {
 				e.Problem = fmt.Sprintf("plugins.%s.version: %s is built into marina (version %s) and cannot be selected by version; remove the version key", name, name, d.Version)
 			}
-			e.Plugin = plugin.Plugin{Spec: plugin.Spec{Name: name, Path: self, Args: []string{ServeArg, name}, Version: d.Version}, Config: cfgJSON, Timeout: pc.Timeout, Description: d}
+			e.Plugin = plugin.Plugin{Spec: plugin.Spec{Name: name, Path: self, Args: []string{ServeArg, name}, Version: d.Version}, Config: cfgJSON, Timeout: pc.Timeout, Description: d, Builtin: impl}
 			out = append(out, e)
 			continue
 		}
