@@ -181,21 +181,24 @@ func (l *Lab) stepMachine() lifecycle.Step {
 		})
 }
 
+// withDocker calls fn with a client of the machine's Docker engine (known
+// once the machine step ran).
+func (l *Lab) withDocker(ctx context.Context, fn func(*docker.Client) error) error {
+	host := l.dockerHost()
+	if host == "" {
+		return errors.New("the Docker endpoint is not known yet (the machine step did not run)")
+	}
+	c, err := docker.Open(ctx, host)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(c)
+}
+
 // stepNetwork makes sure the shared bridge exists with the right shape.
 func (l *Lab) stepNetwork() lifecycle.Step {
 	spec, specErr := Bridge(l.Config)
-	withDocker := func(ctx context.Context, fn func(*docker.Client) error) error {
-		host := l.dockerHost()
-		if host == "" {
-			return errors.New("the Docker endpoint is not known yet (the machine step did not run)")
-		}
-		c, err := docker.Open(ctx, host)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		return fn(c)
-	}
 	return lifecycle.NewStep("Bridge network "+l.Config.Network.Name,
 		func(ctx context.Context) ([]lifecycle.Change, error) {
 			if specErr != nil {
@@ -205,7 +208,7 @@ func (l *Lab) stepNetwork() lifecycle.Step {
 				return []lifecycle.Change{{Action: "create", Target: "network " + spec.Name, Detail: spec.Subnet.String()}}, nil
 			}
 			var changes []lifecycle.Change
-			err := withDocker(ctx, func(c *docker.Client) error {
+			err := l.withDocker(ctx, func(c *docker.Client) error {
 				st, err := c.InspectNetwork(ctx, spec.Name)
 				if err != nil {
 					return err
@@ -223,7 +226,7 @@ func (l *Lab) stepNetwork() lifecycle.Step {
 			return changes, err
 		},
 		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
-			return withDocker(ctx, func(c *docker.Client) error {
+			return l.withDocker(ctx, func(c *docker.Client) error {
 				if _, err := c.EnsureNetwork(ctx, spec); err != nil {
 					return err
 				}
@@ -298,15 +301,6 @@ func (l *Lab) checkSteady(ctx context.Context, want []sdk.SteadyContainer) (stri
 	if len(want) == 0 {
 		return "", nil
 	}
-	host := l.dockerHost()
-	if host == "" {
-		return "", errors.New("the Docker endpoint is not known yet")
-	}
-	c, err := docker.Open(ctx, host)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
 	f := client.Filters{}
 	for _, w := range want {
 		if w.ID == "" {
@@ -314,7 +308,11 @@ func (l *Lab) checkSteady(ctx context.Context, want []sdk.SteadyContainer) (stri
 		}
 		f = f.Add("id", w.ID)
 	}
-	res, err := c.API().ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	var res client.ContainerListResult
+	err := l.withDocker(ctx, func(c *docker.Client) (err error) {
+		res, err = c.API().ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("list containers: %w", err)
 	}
