@@ -102,7 +102,7 @@ func (d *Dispatcher) SkipSteady(c *SteadyCache) {
 	d.steady = c
 }
 
-// steadyFor returns the cache that applies to n's hook, or nil.
+// steadyFor returns the cache that applies to hook, or nil.
 func (d *Dispatcher) steadyFor(hook sdk.Hook) *SteadyCache {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -112,46 +112,44 @@ func (d *Dispatcher) steadyFor(hook sdk.Hook) *SteadyCache {
 	return d.steady
 }
 
-// replaySteady publishes and returns n's recorded result for call when it
-// still holds (see SteadyCache), nil otherwise.
-func (d *Dispatcher) replaySteady(ctx context.Context, sc *SteadyCache, n string, call sdk.HookCall, progress func(string)) *sdk.Result {
+// steadyEntryFor returns where n's result of call is recorded in sc, or
+// nil when it cannot be (no cache for the hook, an unknown binary).
+func (d *Dispatcher) steadyEntryFor(sc *SteadyCache, n string, call sdk.HookCall) *steadyRef {
+	if sc == nil {
+		return nil
+	}
 	key, file, ok := steadyKeyOf(d.entries[n].p, d.opts.HostVersion, call)
 	if !ok {
 		return nil
 	}
-	e, why := sc.lookup(ctx, key, file)
+	return &steadyRef{sc: sc, key: key, file: file}
+}
+
+// replaySteady publishes and returns n's recorded result when it still
+// holds (see SteadyCache), nil otherwise.
+func (d *Dispatcher) replaySteady(ctx context.Context, ref *steadyRef, n string, progress func(string)) *sdk.Result {
+	e, why := ref.sc.lookup(ctx, ref.key, ref.file)
 	if e == nil {
 		if why != "" {
-			d.opts.Logger.Debug("plugin runs: its last result no longer holds", "plugin", n, "hook", string(call.Hook), "why", why)
+			d.opts.Logger.Debug("plugin runs: its last result no longer holds", "plugin", n, "hook", ref.key.Hook, "why", why)
 		}
 		return nil
 	}
 	res := e.result()
 	d.mu.Lock()
-	if len(res.Outputs) > 0 {
-		if d.outputs[n] == nil {
-			d.outputs[n] = map[string]string{}
-		}
-		for k, v := range res.Outputs {
-			d.outputs[n][k] = v
-		}
-	}
+	d.addOutputs(n, res.Outputs)
 	d.mu.Unlock()
-	d.opts.Logger.Debug("plugin not started: nothing changed since its last run", "plugin", n, "hook", string(call.Hook), "recorded", e.Recorded.Format(time.RFC3339))
+	d.opts.Logger.Debug("plugin not started: nothing changed since its last run", "plugin", n, "hook", ref.key.Hook, "recorded", e.Recorded.Format(time.RFC3339))
 	if progress != nil {
 		progress(fmt.Sprintf("unchanged since %s (%d container(s) running as left); not started", e.Recorded.Local().Format("2006-01-02 15:04:05"), len(e.Containers)))
 	}
 	return res
 }
 
-// recordSteady records (or forgets) n's result of call in sc.
-func (d *Dispatcher) recordSteady(sc *SteadyCache, n string, call sdk.HookCall, res *sdk.Result) {
-	key, file, ok := steadyKeyOf(d.entries[n].p, d.opts.HostVersion, call)
-	if !ok {
-		return
-	}
-	if err := sc.record(key, file, res); err != nil {
-		d.opts.Logger.Debug("plugin result not recorded", "plugin", n, "hook", string(call.Hook), "err", err.Error())
+// recordSteady records n's result (or, when res is nil, forgets it).
+func (d *Dispatcher) recordSteady(ref *steadyRef, n string, res *sdk.Result) {
+	if err := ref.sc.record(ref.key, ref.file, res); err != nil {
+		d.opts.Logger.Debug("plugin result not recorded", "plugin", n, "hook", ref.key.Hook, "err", err.Error())
 	}
 }
 
@@ -503,35 +501,36 @@ func (d *Dispatcher) RunHookExcept(ctx context.Context, hook sdk.Hook, base sdk.
 			if onProgress != nil {
 				progress = func(msg string) { onProgress(n, termsafe.Excerpt(termsafe.Line(msg), maxProgress)) }
 			}
-			if sc != nil && inst == nil {
-				if res := d.replaySteady(runCtx, sc, n, call, progress); res != nil {
+			ref := d.steadyEntryFor(sc, n, call)
+			if ref != nil && inst == nil {
+				if res := d.replaySteady(runCtx, ref, n, progress); res != nil {
 					mu.Lock()
 					results[n] = res
 					mu.Unlock()
 					return
 				}
-				if !start() {
-					return
-				}
+			}
+			if inst == nil && !start() {
+				return
 			}
 			res, err := inst.RunHook(runCtx, call, d.entries[n].p.Timeout, progress)
 			inst.logs.endHook()
 			if err != nil {
-				if sc != nil {
-					d.recordSteady(sc, n, call, nil)
+				if ref != nil {
+					d.recordSteady(ref, n, nil)
 				}
 				record(n, inst, err)
 				return
 			}
 			if err := d.publish(n, inst, hook, res); err != nil {
-				if sc != nil {
-					d.recordSteady(sc, n, call, nil)
+				if ref != nil {
+					d.recordSteady(ref, n, nil)
 				}
 				record(n, inst, err)
 				return
 			}
-			if sc != nil {
-				d.recordSteady(sc, n, call, res)
+			if ref != nil {
+				d.recordSteady(ref, n, res)
 			}
 			mu.Lock()
 			results[n] = res
@@ -606,16 +605,21 @@ func (d *Dispatcher) publish(n string, inst *Instance, hook sdk.Hook, res *sdk.R
 		d.opts.Logger.Warn(droppedOutputsWarning(desc, dropped), "plugin", n, "hook", string(hook))
 	}
 	res.Outputs = accepted
-	if len(accepted) == 0 {
-		return nil
+	d.addOutputs(n, accepted)
+	return nil
+}
+
+// addOutputs publishes outputs of n for its dependents. d.mu is held.
+func (d *Dispatcher) addOutputs(n string, outputs map[string]string) {
+	if len(outputs) == 0 {
+		return
 	}
 	if d.outputs[n] == nil {
 		d.outputs[n] = map[string]string{}
 	}
-	for k, v := range accepted {
+	for k, v := range outputs {
 		d.outputs[n][k] = v
 	}
-	return nil
 }
 
 // Outputs returns a copy of every output published so far, by plugin.

@@ -67,6 +67,13 @@ type steadyKey struct {
 	DepsSHA256   string   `json:"depsSHA256"`
 }
 
+// steadyRef is where one plugin's result of one hook call is recorded.
+type steadyRef struct {
+	sc   *SteadyCache
+	key  steadyKey
+	file string
+}
+
 // steadyEntry is a recorded result with the key it is valid for.
 type steadyEntry struct {
 	steadyKey
