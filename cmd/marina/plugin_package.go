@@ -62,10 +62,7 @@ toolchain. docs/plugins.md, "Packaging", describes the manifest.`,
 				Log: func(format string, args ...any) { fmt.Fprintf(a.err, "plugin package: "+format+"\n", args...) },
 			})
 			if err != nil {
-				if errors.Is(err, pluginstore.ErrInvalid) {
-					return exitcode.NewUsage(err)
-				}
-				return err
+				return usageIfInvalid(err)
 			}
 			if output != "text" {
 				return printStructured(a.out, output, res)
@@ -88,6 +85,16 @@ toolchain. docs/plugins.md, "Packaging", describes the manifest.`,
 	cmd.Flags().StringVar(&signKey, "sign", "", "sign each archive with this private key (marina plugin keygen): ARCHIVE.sig beside it")
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
+}
+
+// usageIfInvalid makes a pluginstore.ErrInvalid (the user's input is wrong:
+// an archive, a reference, a flag) a usage error (exit 2); any other error
+// stays as it is.
+func usageIfInvalid(err error) error {
+	if errors.Is(err, pluginstore.ErrInvalid) {
+		return exitcode.NewUsage(err)
+	}
+	return err
 }
 
 func newPluginPublishCmd(a *app) *cobra.Command {
@@ -113,10 +120,7 @@ are spoken to over plain HTTP; credentials come from Docker's config (docker log
 			}
 			res, err := store.Publish(cmd.Context(), pluginstore.PublishOptions{Ref: args[0], Dir: dir, Force: force})
 			if err != nil {
-				if errors.Is(err, pluginstore.ErrInvalid) {
-					return exitcode.NewUsage(err)
-				}
-				return err
+				return usageIfInvalid(err)
 			}
 			if output != "text" {
 				return printStructured(a.out, output, res)

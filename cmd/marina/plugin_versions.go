@@ -39,10 +39,7 @@ from); or give the repository. Reads the tag list and one manifest per version.`
 			}
 			vs, err := store.Versions(cmd.Context(), repo)
 			if err != nil {
-				if errors.Is(err, pluginstore.ErrInvalid) {
-					return exitcode.NewUsage(err)
-				}
-				return err
+				return usageIfInvalid(err)
 			}
 			if output != "text" {
 				return printStructured(a.out, output, vs)
