@@ -508,6 +508,21 @@ func saveLogs(t *testing.T, instDir, dir string) {
 func marinaUpAgain(e env, home string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	out, err := runMarinaUp(ctx, e, home)
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{"localdns", "registries"} {
+		if !strings.Contains(out, p+": unchanged since ") {
+			return fmt.Errorf("the second marina up started %s, whose last PostUp still holds", p)
+		}
+	}
+	return nil
+}
+
+// runMarinaUp runs `marina up` with the lab's config (~/.marina/config.yaml
+// under home), prints its output and returns it.
+func runMarinaUp(ctx context.Context, e env, home string) (string, error) {
 	cmd := exec.CommandContext(ctx, e.marina, "up", "--progress", "plain")
 	cmd.Env = append(cleanEnv(), "HOME="+home, "MARINA_CONFIG="+filepath.Join(home, ".marina", "config.yaml"))
 	cmd.WaitDelay = 10 * time.Second
@@ -516,14 +531,9 @@ func marinaUpAgain(e env, home string) error {
 		fmt.Printf("    marina up: %s\n", line)
 	}
 	if err != nil {
-		return fmt.Errorf("marina up: %v", err)
+		return string(out), fmt.Errorf("marina up: %v", err)
 	}
-	for _, p := range []string{"localdns", "registries"} {
-		if !strings.Contains(string(out), p+": unchanged since ") {
-			return fmt.Errorf("the second marina up started %s, whose last PostUp still holds", p)
-		}
-	}
-	return nil
+	return string(out), nil
 }
 
 // marinaUp runs `marina up` for the test's lab and checks what it did: in
@@ -561,15 +571,8 @@ registries:
 	if err := os.WriteFile(cfgPath, []byte(cfgYAML), 0o644); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, e.marina, "up", "--progress", "plain")
-	cmd.Env = append(cleanEnv(), "HOME="+home, "MARINA_CONFIG="+cfgPath)
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.CombinedOutput()
-	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-		fmt.Printf("    marina up: %s\n", line)
-	}
-	if err != nil {
-		return fmt.Errorf("marina up: %v", err)
+	if _, err := runMarinaUp(ctx, e, home); err != nil {
+		return err
 	}
 	// The driver reads lima0's address.
 	st, err := d.Status(ctx)
