@@ -1,71 +1,133 @@
-// Command marina brings up a Lima VM with Docker and a shared bridge, and runs
-// many kind clusters on it that are reachable from the host by IP and DNS name.
+// Command marina is marina's front, the program users run. It answers
+// version, config path and config view itself, and replaces itself (execve)
+// with marina-core, found beside it, for every other command line: same
+// process, arguments, environment, standard streams, signals and exit
+// status, so nothing downstream can tell. The front links only light
+// packages (core/cli and what it needs; TestFrontImportGraph keeps it so),
+// so what it answers starts like a small CLI; marina-core links Docker's
+// and Kubernetes' clients, gRPC and the built-in plugins (issue 14).
+//
+// When in doubt it hands over: help in any form, --debug, an unknown
+// command or a command it does not serve.
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
+	"github.com/bcollard/marina/core/buildinfo"
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
-	// Before Lima's packages initialize: they panic without $HOME.
-	_ "github.com/bcollard/marina/core/homeenv"
-	"github.com/bcollard/marina/core/kind"
-	"github.com/bcollard/marina/core/pluginset"
-	// No GC cycle while marina starts (see the package).
-	_ "github.com/bcollard/marina/core/startgc"
+	"github.com/bcollard/marina/core/homeenv"
 )
 
+// CoreName is the program the front hands over to, beside the front.
+const CoreName = "marina-core"
+
+// CoreEnv names a marina-core to use instead of the one beside the front
+// (a development checkout's `go run ./cmd/marina`).
+const CoreEnv = "MARINA_CORE"
+
 func main() {
-	// Built-in plugins: marina re-executed as `marina plugin-server NAME`.
-	// Served before any signal handling so the plugin behaves like any
-	// third-party plugin binary (SIGTERM ends it).
-	if len(os.Args) == 3 && os.Args[1] == pluginset.ServeArg {
-		os.Exit(servePlugin(os.Args[2], os.Stderr))
+	args := os.Args[1:]
+	root := newRoot()
+	if !answers(root, args) {
+		os.Exit(handOver(args))
 	}
-	// kind runs in a child (`marina kind-helper`) so only that child gets the
-	// lab's DOCKER_HOST and network, and cancellation kills its docker calls.
-	if len(os.Args) == 2 && os.Args[1] == kind.HelperArg {
-		os.Exit(kind.ServeHelper(os.Stdin, os.Stdout, os.Stderr))
-	}
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	root.SetArgs(args)
+	os.Exit(cli.Report(root.Execute(), os.Stderr))
 }
 
-// run executes one marina command line and returns its exit status.
-// The first SIGINT/SIGTERM cancels the command's context (running steps stop
-// and report); a second one exits at once.
-func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-			return
-		}
-		select {
-		case <-sigs:
-			fmt.Fprintln(stderr, "marina: interrupted twice, exiting now")
-			os.Exit(exitcode.Interrupted)
-		case <-ctx.Done():
-		}
-	}()
+// newRoot is the front's command tree: the root with its global flags and
+// the commands the front answers.
+func newRoot() *cobra.Command {
+	g := &cli.Global{}
+	root := cli.NewRoot(os.Stdin, os.Stdout, os.Stderr, g)
+	config := cli.NewConfigCmd()
+	config.AddCommand(cli.NewConfigPathCmd(os.Stdout, os.Stderr, g), cli.NewConfigViewCmd(os.Stdout, os.Stderr, g))
+	root.AddCommand(cli.NewVersionCmd(os.Stdout), config)
+	return root
+}
 
-	root := newRootCmd(&streams{in: stdin, out: stdout, err: stderr})
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	if err != nil && err.Error() != "" {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
+// answers reports whether the front runs args itself: they name one of its
+// runnable commands, and ask for no help and no debug output (marina-core
+// has every command's help, and the debug details of its start).
+func answers(root *cobra.Command, args []string) bool {
+	for _, a := range args {
+		switch {
+		case a == "help", a == "-h", a == "--help", strings.HasPrefix(a, "--help="),
+			a == "--debug", strings.HasPrefix(a, "--debug="), a == "--":
+			return false
+		}
 	}
-	code := exitcode.Of(err)
-	if code == exitcode.OK && ctx.Err() != nil {
-		code = exitcode.Interrupted
+	c, _, err := root.Find(args)
+	return err == nil && c != root && c.Runnable()
+}
+
+// handOver replaces this process with marina-core running args. It returns
+// only when that fails, with the exit status to leave with.
+func handOver(args []string) int {
+	core, err := corePath()
+	if err != nil {
+		return cli.Report(err, os.Stderr)
 	}
-	return code
+	err = syscall.Exec(core, append([]string{core}, args...), homeenv.Original)
+	return cli.Report(fmt.Errorf("starting %s: %w", core, err), os.Stderr)
+}
+
+// corePath finds marina-core: $MARINA_CORE when set, else beside the
+// front's real file (what a Homebrew symlink points to), else beside the
+// symlink. Never from PATH: a marina-core of another version would answer
+// for this marina.
+func corePath() (string, error) {
+	if p := os.Getenv(CoreEnv); p != "" {
+		if err := isProgram(p); err != nil {
+			return "", exitcode.NewUsage(fmt.Errorf("%s=%s: %v; unset it to use the %s beside marina", CoreEnv, p, err, CoreName))
+		}
+		return p, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding %s: %v", CoreName, err)
+	}
+	dirs := []string{filepath.Dir(self)}
+	if real, err := filepath.EvalSymlinks(self); err == nil && filepath.Dir(real) != dirs[0] {
+		dirs = append([]string{filepath.Dir(real)}, dirs...)
+	}
+	var tried []string
+	for _, dir := range dirs {
+		p := filepath.Join(dir, CoreName)
+		if isProgram(p) == nil {
+			return p, nil
+		}
+		tried = append(tried, p)
+	}
+	v := buildinfo.Version
+	if !strings.HasPrefix(v, "v") {
+		v = "latest" // a development build: no tag to match
+	}
+	return "", fmt.Errorf("%s, the program behind every marina command but version, config path and config view, "+
+		"is not at %s. It ships beside marina in every release, and `make build` and `make install` build both; "+
+		"after `go install`, install it too, at the same version: "+
+		"go install github.com/bcollard/marina/cmd/marina@%s github.com/bcollard/marina/cmd/%s@%s "+
+		"(or set %s to its path)", CoreName, strings.Join(tried, " or "), v, CoreName, v, CoreEnv)
+}
+
+// isProgram returns nil when p is an executable regular file.
+func isProgram(p string) error {
+	st, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return err
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("not a regular file")
+	case st.Mode()&0o111 == 0:
+		return fmt.Errorf("not executable")
+	}
+	return nil
 }

@@ -102,11 +102,13 @@ func listArchive(t *testing.T, file string) ([]string, map[string]listed) {
 func TestArchiveLayout(t *testing.T) {
 	dir := t.TempDir()
 	marina := hello(t, "linux", "amd64")
+	core := writeFile(t, filepath.Join(dir, "marina-core"), "\x7fELF stand-in for marina-core")
 	engine := writeFile(t, filepath.Join(dir, "marina-lima"), "\x7fELF stand-in for marina-lima")
 	agent := hello(t, "linux", "amd64")
 	spec := Spec{
 		Version: "v0.3.0", GOOS: "linux", GOARCH: "amd64",
 		Marina:      marina,
+		MarinaCore:  core,
 		MarinaLima:  engine,
 		GuestAgents: map[string]string{"amd64": agent},
 		Docs:        []string{writeFile(t, filepath.Join(dir, "src", "README.md"), "# marina\n")},
@@ -122,7 +124,7 @@ func TestArchiveLayout(t *testing.T) {
 	}
 	names, entries := listArchive(t, out)
 	want := []string{
-		"bin/", "bin/marina", "bin/marina-lima",
+		"bin/", "bin/marina", "bin/marina-core", "bin/marina-lima",
 		"share/", "share/doc/", "share/doc/lima/", "share/doc/lima/LICENSE", "share/doc/lima/NOTICE",
 		"share/doc/marina/", "share/doc/marina/README.md",
 		"share/lima/", "share/lima/lima-guestagent.Linux-x86_64.gz",
@@ -130,7 +132,7 @@ func TestArchiveLayout(t *testing.T) {
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("entries\n%q\nwant\n%q", names, want)
 	}
-	for name, src := range map[string]string{"bin/marina": marina, "bin/marina-lima": engine} {
+	for name, src := range map[string]string{"bin/marina": marina, "bin/marina-core": core, "bin/marina-lima": engine} {
 		e := entries[name]
 		if e.mode != 0o755 {
 			t.Errorf("%s mode %o", name, e.mode)
@@ -154,6 +156,13 @@ func TestArchiveLayout(t *testing.T) {
 	got, _ := io.ReadAll(zr)
 	if orig, _ := os.ReadFile(agent); !bytes.Equal(got, orig) {
 		t.Error("the gzipped guest agent is not the agent")
+	}
+	if err := CheckArchive(out); err == nil || !strings.Contains(err.Error(), "bin/marina-core: not an ELF executable") {
+		t.Errorf("CheckArchive with a marina-core that is no executable = %v", err)
+	}
+	spec.MarinaCore = hello(t, "linux", "amd64")
+	if _, err := WriteArchive(filepath.Join(dir, "dist"), spec); err != nil {
+		t.Fatal(err)
 	}
 	if err := CheckArchive(out); err == nil || !strings.Contains(err.Error(), "bin/marina-lima: not an ELF executable") {
 		t.Errorf("CheckArchive with a marina-lima that is no executable = %v", err)
@@ -182,10 +191,14 @@ func TestArchiveLayout(t *testing.T) {
 	if _, e := listArchive(t, out); !bytes.Equal(e["share/lima/lima-guestagent.Linux-x86_64.gz"].data, gz) {
 		t.Error("a .gz agent was compressed again")
 	}
-	// No archive without the engine: marina alone cannot run a VM.
-	spec.MarinaLima = ""
-	if _, err := WriteArchive(filepath.Join(dir, "dist2"), spec); err == nil || !strings.Contains(err.Error(), "marina-lima") {
-		t.Errorf("WriteArchive without marina-lima = %v", err)
+	// No archive without the engine (marina alone cannot run a VM) or
+	// marina-core (nor any command but version and config view).
+	for _, drop := range []func(*Spec){func(s *Spec) { s.MarinaLima = "" }, func(s *Spec) { s.MarinaCore = "" }} {
+		s := spec
+		drop(&s)
+		if _, err := WriteArchive(filepath.Join(dir, "dist2"), s); err == nil || !strings.Contains(err.Error(), "marina-core") || !strings.Contains(err.Error(), "marina-lima") {
+			t.Errorf("WriteArchive without marina-core or marina-lima = %v", err)
+		}
 	}
 }
 
@@ -197,32 +210,32 @@ func TestCheckArchiveRefuses(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{name: "agent of another CPU", spec: Spec{GOOS: "linux", GOARCH: "arm64", Marina: hello(t, "linux", "arm64"), MarinaLima: hello(t, "linux", "arm64"),
+		{name: "agent of another CPU", spec: Spec{GOOS: "linux", GOARCH: "arm64", Marina: hello(t, "linux", "arm64"), MarinaCore: hello(t, "linux", "arm64"), MarinaLima: hello(t, "linux", "arm64"),
 			GuestAgents: map[string]string{"arm64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "share/lima/lima-guestagent.Linux-aarch64.gz: an ELF ET_EXEC EM_X86_64, want an executable for EM_AARCH64"},
-		{name: "both agents", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
+		{name: "both agents", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaCore: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64"), "arm64": hello(t, "linux", "arm64")}, LimaDocs: []string{lic}},
 			want: "lima-guestagent.Linux-aarch64.gz is for another architecture"},
-		{name: "marina for another OS", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
+		{name: "marina for another OS", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaCore: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "bin/marina: not an ELF executable"},
-		{name: "marina-lima for another CPU", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "arm64"),
+		{name: "marina-lima for another CPU", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaCore: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "arm64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "bin/marina-lima: an ELF ET_EXEC EM_AARCH64, want an executable for EM_X86_64"},
-		{name: "no Lima license", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
+		{name: "no Lima license", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaCore: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}},
 			want: "no share/doc/lima/LICENSE"},
 		// The Go linker signs darwin/arm64 binaries ad hoc, without
 		// entitlements: what `go install` gives a Mac user. marina is
 		// fine so (it is checked first); its engine is not.
-		{name: "darwin, linker-signed", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "arm64"), MarinaLima: hello(t, "darwin", "arm64"),
+		{name: "darwin, linker-signed", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "arm64"), MarinaCore: hello(t, "darwin", "arm64"), MarinaLima: hello(t, "darwin", "arm64"),
 			GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")}, LimaDocs: []string{lic}},
 			want: "bin/marina-lima: signed without entitlements"},
 		// darwin/amd64 binaries are not signed at all.
-		{name: "darwin, unsigned", spec: Spec{GOOS: "darwin", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "amd64"),
+		{name: "darwin, unsigned", spec: Spec{GOOS: "darwin", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaCore: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "bin/marina-lima: not signed (no LC_CODE_SIGNATURE)"},
-		{name: "darwin, marina for another CPU", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "arm64"),
+		{name: "darwin, marina for another CPU", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "amd64"), MarinaCore: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "arm64"),
 			GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")}, LimaDocs: []string{lic}},
 			want: "bin/marina: a Mach-O"},
 	} {
@@ -290,7 +303,7 @@ func TestCheckArchiveDarwinSigned(t *testing.T) {
 	dir := t.TempDir()
 	marina := hello(t, "darwin", "arm64")
 	engine := writeFile(t, filepath.Join(dir, "marina-lima"), string(b))
-	out, err := WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaLima: engine,
+	out, err := WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaCore: marina, MarinaLima: engine,
 		GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")},
 		LimaDocs:    []string{writeFile(t, filepath.Join(dir, "LICENSE"), "Apache License\n")}})
 	if err != nil {
@@ -315,7 +328,7 @@ func TestCheckArchiveDarwinSigned(t *testing.T) {
 		}
 	}
 	writeFile(t, engine, string(b))
-	out, err = WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaLima: engine,
+	out, err = WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaCore: marina, MarinaLima: engine,
 		GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")},
 		LimaDocs:    []string{filepath.Join(dir, "LICENSE")}})
 	if err != nil {
@@ -368,7 +381,7 @@ func rewriteArchive(t *testing.T, in, out string, edit func(*tar.Header) bool) {
 func TestCheckArchiveEngine(t *testing.T) {
 	dir := t.TempDir()
 	good, err := WriteArchive(filepath.Join(dir, "good"), Spec{Version: "1.0.0", GOOS: "linux", GOARCH: "amd64",
-		Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
+		Marina: hello(t, "linux", "amd64"), MarinaCore: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 		GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")},
 		LimaDocs:    []string{writeFile(t, filepath.Join(dir, "LICENSE"), "Apache License\n")}})
 	if err != nil {
@@ -384,6 +397,13 @@ func TestCheckArchiveEngine(t *testing.T) {
 	}{
 		{"no marina-lima", func(h *tar.Header) bool { return h.Name != "bin/marina-lima" }, "no bin/marina-lima"},
 		{"no marina", func(h *tar.Header) bool { return h.Name != "bin/marina" }, "no bin/marina"},
+		{"no marina-core", func(h *tar.Header) bool { return h.Name != "bin/marina-core" }, "no bin/marina-core"},
+		{"marina-core not executable", func(h *tar.Header) bool {
+			if h.Name == "bin/marina-core" {
+				h.Mode = 0o644
+			}
+			return true
+		}, "bin/marina-core is not executable (mode 644)"},
 		{"marina-lima not executable", func(h *tar.Header) bool {
 			if h.Name == "bin/marina-lima" {
 				h.Mode = 0o644
@@ -411,7 +431,7 @@ func TestArchiveCommand(t *testing.T) {
 	writeFile(t, filepath.Join(docs, "README.md"), "# marina\n")
 	t.Setenv("SOURCE_DATE_EPOCH", "1767225600")
 	err := run([]string{"archive", "-version", "v0.3.0-2-gabcdef", "-goos", "linux", "-goarch", "arm64",
-		"-marina", hello(t, "linux", "arm64"), "-marina-lima", hello(t, "linux", "arm64"), "-guestagent", hello(t, "linux", "arm64"),
+		"-marina", hello(t, "linux", "arm64"), "-marina-core", hello(t, "linux", "arm64"), "-marina-lima", hello(t, "linux", "arm64"), "-guestagent", hello(t, "linux", "arm64"),
 		"-out", filepath.Join(dir, "dist"), "-docs", docs})
 	if err != nil {
 		t.Fatal(err)
@@ -429,14 +449,16 @@ func TestArchiveCommand(t *testing.T) {
 	if e := entries["bin/marina"]; !e.modTime.Equal(time.Unix(1767225600, 0)) {
 		t.Errorf("SOURCE_DATE_EPOCH not applied: %v", e.modTime)
 	}
-	if e, ok := entries["bin/marina-lima"]; !ok || e.mode != 0o755 {
-		t.Errorf("bin/marina-lima: %v, mode %o", ok, e.mode)
+	for _, name := range []string{"bin/marina-core", "bin/marina-lima"} {
+		if e, ok := entries[name]; !ok || e.mode != 0o755 {
+			t.Errorf("%s: %v, mode %o", name, ok, e.mode)
+		}
 	}
 	if err := run([]string{"archive", "-version", "v1"}); err == nil {
 		t.Error("archive without -goos/-goarch/-marina accepted")
 	}
 	err = run([]string{"archive", "-version", "v1", "-goos", "linux", "-goarch", "arm64", "-marina", hello(t, "linux", "arm64"),
-		"-guestagent", hello(t, "linux", "arm64"), "-out", filepath.Join(dir, "dist3"), "-docs", docs})
+		"-marina-core", hello(t, "linux", "arm64"), "-guestagent", hello(t, "linux", "arm64"), "-out", filepath.Join(dir, "dist3"), "-docs", docs})
 	if err == nil || !strings.Contains(err.Error(), "-marina-lima") {
 		t.Errorf("archive without -marina-lima = %v", err)
 	}

@@ -181,7 +181,7 @@ mkdir -p "$work/t" "$work/logs"
 chown "$user:" "$work/t" "$work/logs"
 build() {
   # marina-lima beside marina (and the test binary), where both find it.
-  go build -o "$work/" ./cmd/marina ./cmd/marina-lima
+  go build -o "$work/" ./cmd/marina ./cmd/marina-core ./cmd/marina-lima
   go test -c -o "$work/vm.test" ./test/vm
   go build -o "$work/lima0relay" ./test/vm/lima0relay
   install -m 0644 "$MARINA_TEST_VM_IMAGE" "$work/image.qcow2"

@@ -159,7 +159,7 @@ func TestValidateBuiltinsMatchTheirServer(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			inst, err := plugin.Start(ctx, plugin.Spec{Name: name, Path: marinaBin, Args: []string{pluginset.ServeArg, name}}, opts)
+			inst, err := plugin.Start(ctx, plugin.Spec{Name: name, Path: coreBin, Args: []string{pluginset.ServeArg, name}}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/migrate"
 )
@@ -48,7 +49,7 @@ exists (use --force) or there is no klimax installation.`,
 			if err != nil {
 				return fmt.Errorf("cannot find the home directory holding ~/.klimax: %w", err)
 			}
-			cfgPath, _, err := config.ResolvePath(a.global.configPath, home)
+			cfgPath, _, err := config.ResolvePath(a.global.ConfigPath, home)
 			if err != nil {
 				return err
 			}
@@ -105,7 +106,7 @@ exists (use --force) or there is no klimax installation.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the plan, change nothing")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing marina config that differs (the old file is kept as <file>.bak)")
 	cmd.Flags().StringVar(&klimaxConfig, "klimax-config", "", "klimax's config file (default ~/.klimax/config.yaml; klimax's -c)")
-	outputFlag(cmd, &output, "table", "table", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "table", "table", "json", "yaml")
 	return cmd
 }
 
@@ -116,7 +117,7 @@ func (a *app) showMigration(format string, out *migrateOutput, err error) error 
 		if err != nil {
 			out.Error = err.Error()
 		}
-		if perr := printStructured(a.out, format, out); perr != nil {
+		if perr := cli.PrintStructured(a.out, format, out); perr != nil {
 			return perr
 		}
 		if err != nil {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -12,13 +12,13 @@ import (
 	"github.com/bcollard/marina/core/exitcode"
 )
 
-// outputFlag adds -o/--output with the given choices to cmd.
-func outputFlag(cmd *cobra.Command, dst *string, def string, choices ...string) {
+// OutputFlag adds -o/--output with the given choices to cmd.
+func OutputFlag(cmd *cobra.Command, dst *string, def string, choices ...string) {
 	cmd.Flags().StringVarP(dst, "output", "o", def, fmt.Sprintf("output format: one of %v", choices))
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return choices, cobra.ShellCompDirectiveNoFileComp
 	})
-	cmd.PreRunE = chainPreRun(cmd.PreRunE, func(*cobra.Command, []string) error {
+	cmd.PreRunE = ChainPreRun(cmd.PreRunE, func(*cobra.Command, []string) error {
 		if !slices.Contains(choices, *dst) {
 			return exitcode.NewUsage(fmt.Errorf("--output %q is not supported; use one of %v", *dst, choices))
 		}
@@ -26,7 +26,8 @@ func outputFlag(cmd *cobra.Command, dst *string, def string, choices ...string) 
 	})
 }
 
-func chainPreRun(prev, next func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+// ChainPreRun returns a PreRunE that runs prev, then next.
+func ChainPreRun(prev, next func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
 	if prev == nil {
 		return next
 	}
@@ -38,8 +39,8 @@ func chainPreRun(prev, next func(*cobra.Command, []string) error) func(*cobra.Co
 	}
 }
 
-// printStructured writes v as indented JSON or as YAML.
-func printStructured(w io.Writer, format string, v any) error {
+// PrintStructured writes v as indented JSON or as YAML.
+func PrintStructured(w io.Writer, format string, v any) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)

@@ -12,6 +12,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/pluginstore"
 	"github.com/bcollard/marina/core/termsafe"
@@ -42,7 +43,7 @@ from); or give the repository. Reads the tag list and one manifest per version.`
 				return usageIfInvalid(err)
 			}
 			if output != "text" {
-				return printStructured(a.out, output, vs)
+				return cli.PrintStructured(a.out, output, vs)
 			}
 			fmt.Fprintf(a.out, "%s\n", repo)
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
@@ -57,7 +58,7 @@ from); or give the repository. Reads the tag list and one manifest per version.`
 			return tw.Flush()
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 
@@ -176,7 +177,7 @@ Exit status 0 either way; -o json for scripts.`,
 				return err
 			}
 			if output != "text" {
-				return printStructured(a.out, output, rows)
+				return cli.PrintStructured(a.out, output, rows)
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(a.out, "no enabled installed plugins")
@@ -200,7 +201,7 @@ Exit status 0 either way; -o json for scripts.`,
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 
@@ -322,7 +323,7 @@ installs one; marina plugin versions oci://... lists its versions.`,
 				return err
 			}
 			if output != "text" {
-				return printStructured(a.out, output, found)
+				return cli.PrintStructured(a.out, output, found)
 			}
 			if len(found) == 0 {
 				fmt.Fprintf(a.out, "no plugin matches %q in %s\n", term, strings.Join(sources, ", "))
@@ -340,6 +341,6 @@ installs one; marina plugin versions oci://... lists its versions.`,
 			return tw.Flush()
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bcollard/marina/core/atomicfile"
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/lifecycle"
@@ -25,68 +26,8 @@ import (
 )
 
 func newConfigCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "config",
-		Short:   "Show, check, create and edit marina's configuration",
-		GroupID: "setup",
-		Long: `marina reads ~/.marina/config.yaml (or --config, or $MARINA_CONFIG), then MARINA_*
-environment variables, then --set key=value flags; later layers win.
-See docs/config.md for every key.`,
-	}
-	cmd.AddCommand(newConfigPathCmd(a), newConfigViewCmd(a), newConfigValidateCmd(a), newConfigInitCmd(a), newConfigEditCmd(a))
-	return cmd
-}
-
-func newConfigPathCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "path",
-		Short: "Print the path of the config file marina reads",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			path, _, err := config.ResolvePath(a.global.configPath, "")
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.out, path)
-			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-				fmt.Fprintf(a.err, "note: %s does not exist yet; defaults apply (create it with `marina config init`)\n", path)
-			}
-			return nil
-		},
-	}
-}
-
-func newConfigViewCmd(a *app) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "view",
-		Short: "Show the effective configuration and where each value came from",
-		Long: `Show the effective configuration. Each value is annotated with its source: default,
-file (with line), env (the MARINA_* variable) or flag (--set). Secrets are redacted.
--o json|yaml prints a list of {key, value, source}.`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			l, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
-			if output != "annotated" {
-				return printStructured(a.out, output, l.Entries())
-			}
-			b, err := l.AnnotatedYAML()
-			if err != nil {
-				return err
-			}
-			if l.FileExists {
-				fmt.Fprintf(a.out, "# effective configuration (file: %s)\n", l.Path)
-			} else {
-				fmt.Fprintf(a.out, "# effective configuration (no file at %s: defaults)\n", l.Path)
-			}
-			_, err = a.out.Write(b)
-			return err
-		},
-	}
-	outputFlag(cmd, &output, "annotated", "annotated", "json", "yaml")
+	cmd := cli.NewConfigCmd()
+	cmd.AddCommand(cli.NewConfigPathCmd(a.out, a.err, &a.global), cli.NewConfigViewCmd(a.out, a.err, &a.global), newConfigValidateCmd(a), newConfigInitCmd(a), newConfigEditCmd(a))
 	return cmd
 }
 
@@ -154,7 +95,7 @@ the line of that key). Exit 2 when the configuration is invalid.`,
 				err = errors.Join(&config.ValidationError{File: file, Problems: res.Problems}, failure)
 			}
 			if output != "text" {
-				if perr := printStructured(a.out, output, res); perr != nil {
+				if perr := cli.PrintStructured(a.out, output, res); perr != nil {
 					return perr
 				}
 				if err != nil {
@@ -176,7 +117,7 @@ the line of that key). Exit 2 when the configuration is invalid.`,
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 
@@ -204,7 +145,7 @@ An existing file is kept unless --force, which saves it as <file>.bak first.`,
 				_, err := a.out.Write(tmpl)
 				return err
 			}
-			path, _, err := config.ResolvePath(a.global.configPath, "")
+			path, _, err := config.ResolvePath(a.global.ConfigPath, "")
 			if err != nil {
 				return err
 			}
@@ -249,7 +190,7 @@ copy replaces the file atomically; an invalid one is reported, and on a terminal
 can edit it again. The config file is never left half-edited or invalid.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, _, err := config.ResolvePath(a.global.configPath, "")
+			path, _, err := config.ResolvePath(a.global.ConfigPath, "")
 			if err != nil {
 				return err
 			}
@@ -273,7 +214,7 @@ can edit it again. The config file is never left half-edited or invalid.`,
 				if err := runEditor(cmd, a, draft); err != nil {
 					return fmt.Errorf("%w; your draft is kept at %s", err, draft)
 				}
-				_, verr := config.Load(config.LoadOptions{Path: draft, Sets: a.global.sets})
+				_, verr := config.Load(config.LoadOptions{Path: draft, Sets: a.global.Sets})
 				if verr == nil {
 					edited, err := userfile.ReadFile(draft, userfile.MaxSize)
 					if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/core/pluginstore"
@@ -65,7 +66,7 @@ toolchain. docs/plugins.md, "Packaging", describes the manifest.`,
 				return usageIfInvalid(err)
 			}
 			if output != "text" {
-				return printStructured(a.out, output, res)
+				return cli.PrintStructured(a.out, output, res)
 			}
 			fmt.Fprintf(a.out, "packaged %s %s (protocol %s, hooks %s):\n", res.Name, res.Version, res.Protocol, strings.Join(res.Hooks, ","))
 			for _, art := range res.Artifacts {
@@ -83,7 +84,7 @@ toolchain. docs/plugins.md, "Packaging", describes the manifest.`,
 	cmd.Flags().StringArrayVar(&platforms, "platform", nil, "os/arch to build for, repeatable or comma-separated (default darwin/arm64, darwin/amd64, linux/amd64, linux/arm64)")
 	cmd.Flags().StringVar(&version, "version", "", "stamp this version (-X main.version=VERSION, the scaffold's variable); the plugin must report it")
 	cmd.Flags().StringVar(&signKey, "sign", "", "sign each archive with this private key (marina plugin keygen): ARCHIVE.sig beside it")
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 
@@ -123,7 +124,7 @@ are spoken to over plain HTTP; credentials come from Docker's config (docker log
 				return usageIfInvalid(err)
 			}
 			if output != "text" {
-				return printStructured(a.out, output, res)
+				return cli.PrintStructured(a.out, output, res)
 			}
 			fmt.Fprintf(a.out, "published %s %s to %s:%s (%s; %s)\n", res.Name, res.Version, res.Ref, res.Tag, strings.Join(res.Platforms, ", "), res.Digest)
 			return nil
@@ -131,7 +132,7 @@ are spoken to over plain HTTP; credentials come from Docker's config (docker log
 	}
 	cmd.Flags().StringVar(&dir, "dir", "dist", "directory with the archives of one version (marina plugin package --out)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace the version's tag if it exists")
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ func TestPrintStructuredYAML(t *testing.T) {
 		Note    string   `json:"note,omitempty"`
 	}
 	var b bytes.Buffer
-	err := printStructured(&b, "yaml", []item{{Name: "true", Enabled: true, Version: "1.0", Hooks: []string{"PostUp"}, Note: "two\nlines"}})
+	err := PrintStructured(&b, "yaml", []item{{Name: "true", Enabled: true, Version: "1.0", Hooks: []string{"PostUp"}, Note: "two\nlines"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/fleet"
 	"github.com/bcollard/marina/core/kind"
@@ -395,7 +396,7 @@ when a cluster could not be read or was left incomplete by a failed create.
 			list, unread := lab.SelectClusters(list, sel)
 			warnUnread(a, unread)
 			if output != "text" {
-				return printStructured(a.out, output, list)
+				return cli.PrintStructured(a.out, output, list)
 			}
 			if len(list) == 0 {
 				if !sel.Empty() {
@@ -408,7 +409,7 @@ when a cluster could not be read or was left incomplete by a failed create.
 			return printClusterTable(a.out, list)
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only the clusters whose labels match this label selector (e.g. team=a, 'env in (dev,qa)')")
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bcollard/marina/core/buildinfo"
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/plugin"
@@ -36,7 +37,7 @@ func (a *app) openStore() (*pluginstore.Store, error) {
 	// problems are the command's to report); a config that cannot be read
 	// at all leaves no policy to apply: the command fails rather than
 	// silently accept what enforce would refuse.
-	l, err := config.Load(config.LoadOptions{Path: a.global.configPath, Sets: a.global.sets})
+	l, err := config.Load(config.LoadOptions{Path: a.global.ConfigPath, Sets: a.global.Sets})
 	if l == nil {
 		return nil, err
 	}
@@ -171,7 +172,7 @@ plugins, it first pins in the lock file the versions the config selects, when th
 				return err
 			}
 			if output == "json" || output == "yaml" {
-				if err := printStructured(a.out, output, rows); err != nil {
+				if err := cli.PrintStructured(a.out, output, rows); err != nil {
 					return err
 				}
 			} else if err := writePluginTable(a.out, rows, output == "wide"); err != nil {
@@ -183,7 +184,7 @@ plugins, it first pins in the lock file the versions the config selects, when th
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "wide", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "wide", "json", "yaml")
 	return cmd
 }
 
@@ -509,7 +510,7 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 			return err
 		}
 		if output != "text" {
-			return printStructured(a.out, output, view)
+			return cli.PrintStructured(a.out, output, view)
 		}
 		// Everything below comes from the plugin binary: shown cleaned of
 		// terminal control sequences (package termsafe).
@@ -557,7 +558,7 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 		}
 		return nil
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 
@@ -749,7 +750,7 @@ disable it in the config file, or install another version first.`,
 			if err != nil {
 				return err
 			}
-			path, _, err := config.ResolvePath(a.global.configPath, "")
+			path, _, err := config.ResolvePath(a.global.ConfigPath, "")
 			if err != nil {
 				return err
 			}
@@ -844,7 +845,7 @@ func newPluginToggleCmd(a *app, enable bool) *cobra.Command {
 		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a plugin in the config file (plugins.NAME.enabled)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, _, err := config.ResolvePath(a.global.configPath, "")
+			path, _, err := config.ResolvePath(a.global.ConfigPath, "")
 			if err != nil {
 				return err
 			}
@@ -989,7 +990,7 @@ starts no plugin.`,
 				rows = append(rows, row)
 			}
 			if output != "text" {
-				if err := printStructured(a.out, output, rows); err != nil {
+				if err := cli.PrintStructured(a.out, output, rows); err != nil {
 					return err
 				}
 			} else {
@@ -1014,7 +1015,7 @@ starts no plugin.`,
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 

@@ -7,6 +7,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/lab"
 )
 
@@ -52,7 +53,7 @@ func newRegistryListCmd(a *app) *cobra.Command {
 				return err
 			}
 			if output != "text" {
-				return printStructured(a.out, output, mirrors)
+				return cli.PrintStructured(a.out, output, mirrors)
 			}
 			if len(mirrors) == 0 {
 				fmt.Fprintln(a.out, "No registry mirrors (is the registries plugin enabled, and marina up done?)")
@@ -70,7 +71,7 @@ func newRegistryListCmd(a *app) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 

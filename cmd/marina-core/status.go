@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/vm"
 )
@@ -43,14 +44,14 @@ marina doctor for a pass/fail check.`,
 				}
 			}
 			if output != "text" {
-				return printStructured(a.out, output, full)
+				return cli.PrintStructured(a.out, output, full)
 			}
 			printStatus(a.out, st)
 			printClusters(a.out, full.Clusters, st.Machine.State == vm.Running)
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 

@@ -9,7 +9,7 @@ package main
 // machine is shared and the goals are targets, not invariants. Run:
 //
 //	make bench
-//	go test ./cmd/marina -run '^$' -bench 'Startup' -benchtime 20x -count=1
+//	go test ./cmd/marina-core -run '^$' -bench 'Startup' -benchtime 20x -count=1
 //
 // How a run is measured. Every process (marina and the baseline alike) is
 // started by a spawner: a small Go program built here that forks and execs

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lab"
@@ -197,7 +198,7 @@ remove NAME sets it back to the context that was current before.`
 			}
 			printWarnings(a.err, rep)
 			if output != "text" {
-				return printStructured(a.out, output, rep)
+				return cli.PrintStructured(a.out, output, rep)
 			}
 			if len(rep.Written) == 0 {
 				fmt.Fprintf(a.out, "%q is already up to date in %s\n", name, strings.Join(target.Files, ", "))
@@ -214,7 +215,7 @@ remove NAME sets it back to the context that was current before.`
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace entries named NAME that marina did not write (kept in <file>.marina.state; remove puts them back)")
 	return cmd
 }
@@ -272,7 +273,7 @@ touched.`,
 				fmt.Fprintf(a.err, "Warning: left %s: marina did not write it (delete it yourself with kubectl config delete-%s %s)\n", s, s.Kind, s.Name)
 			}
 			if output != "text" {
-				return printStructured(a.out, output, rep)
+				return cli.PrintStructured(a.out, output, rep)
 			}
 			if len(rep.Written) == 0 {
 				fmt.Fprintf(a.out, "Nothing of marina's named %q in %s\n", name, strings.Join(target.Files, ", "))
@@ -290,7 +291,7 @@ touched.`,
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 
@@ -375,7 +376,7 @@ kubectl reports an x509 error.`,
 				if name != "" {
 					v = results[0]
 				}
-				if perr := printStructured(a.out, output, v); perr != nil {
+				if perr := cli.PrintStructured(a.out, output, v); perr != nil {
 					return perr
 				}
 				return err
@@ -384,7 +385,7 @@ kubectl reports an x509 error.`,
 			return err
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	cmd.Flags().StringVar(&server, "server", "", "use this API server URL instead of looking it up, e.g. https://192.168.105.3:7001 (with one NAME)")
 	return cmd
 }

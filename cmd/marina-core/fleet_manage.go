@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/fleet"
@@ -48,7 +49,7 @@ READY is ready nodes / all nodes of the members.`,
 			return writeFleetList(a.out, output, lab.Fleets(infos))
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 
@@ -58,7 +59,7 @@ func writeFleetList(w io.Writer, format string, fleets []lab.FleetInfo) error {
 		if fleets == nil {
 			fleets = []lab.FleetInfo{}
 		}
-		return printStructured(w, format, fleets)
+		return cli.PrintStructured(w, format, fleets)
 	}
 	if len(fleets) == 0 {
 		_, err := fmt.Fprintln(w, "No fleets. Create one: marina fleet create -f FILE")
@@ -143,7 +144,7 @@ and members whose slot is not the num the manifest pins.`,
 			return writeFleetDescription(a.out, output, desc, file)
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "compare with this Fleet manifest (- for stdin)")
 	return cmd
 }
@@ -155,7 +156,7 @@ func writeFleetDescription(w io.Writer, format string, d fleetDescription, file 
 		if d.Members == nil {
 			d.Members = []lab.ClusterInfo{}
 		}
-		return printStructured(w, format, d)
+		return cli.PrintStructured(w, format, d)
 	}
 	complete, nodes, ready := 0, 0, 0
 	for _, m := range d.Members {

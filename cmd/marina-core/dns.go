@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/lab"
 )
@@ -52,7 +53,7 @@ does not answer.`,
 				return fmt.Errorf("%s: the lab's DNS server %s did not answer: %w (is the lab up? marina doctor)", name, server, err)
 			}
 			if output != "text" {
-				return printStructured(a.out, output, map[string]any{"name": name, "server": server, "addresses": addrs})
+				return cli.PrintStructured(a.out, output, map[string]any{"name": name, "server": server, "addresses": addrs})
 			}
 			for _, ad := range addrs {
 				fmt.Fprintln(a.out, ad)
@@ -60,9 +61,9 @@ does not answer.`,
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for the answer")
-	cmd.PreRunE = chainPreRun(cmd.PreRunE, func(*cobra.Command, []string) error {
+	cmd.PreRunE = cli.ChainPreRun(cmd.PreRunE, func(*cobra.Command, []string) error {
 		if timeout <= 0 {
 			return exitcode.NewUsage(errors.New("--timeout must be positive, e.g. 3s"))
 		}

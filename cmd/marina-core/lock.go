@@ -29,7 +29,7 @@ func (a *app) withLock(ctx context.Context, fn func() error) error {
 		return err
 	}
 	l, err := lock.Acquire(ctx, path, lock.Options{
-		Wait:    !a.global.noWait,
+		Wait:    !a.global.NoWait,
 		Command: "marina " + strings.Join(os.Args[1:], " "),
 		OnWait: func(h lock.Holder) {
 			fmt.Fprintf(a.err, "waiting for another marina process (PID %d: %s, since %s) to finish...\n", h.PID, h.Command, h.Since.Local().Format(time.TimeOnly))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/pluginset"
@@ -54,7 +55,7 @@ config is invalid.`,
 				},
 			}})
 			if output != "text" {
-				if err := printStructured(a.out, output, checks); err != nil {
+				if err := cli.PrintStructured(a.out, output, checks); err != nil {
 					return err
 				}
 			} else {
@@ -66,7 +67,7 @@ config is invalid.`,
 			return nil
 		},
 	}
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 

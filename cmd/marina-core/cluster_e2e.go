@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/lab"
@@ -78,7 +79,7 @@ Exit status: 0 when every check passed, 1 when one failed, 2 for bad arguments,
 				return runErr
 			}
 			if output != "text" {
-				if err := printStructured(a.out, output, res); err != nil {
+				if err := cli.PrintStructured(a.out, output, res); err != nil {
 					return errors.Join(runErr, err)
 				}
 				return runErr
@@ -94,7 +95,7 @@ Exit status: 0 when every check passed, 1 when one failed, 2 for bad arguments,
 	fl.IntVar(&opts.Port, "port", lab.DefaultE2EPort, "container port the Service targets")
 	fl.StringVar(&opts.Path, "path", lab.DefaultE2EPath, "path the HTTP checks GET (2xx expected)")
 	fl.StringVar(&progress, "progress", "auto", "progress output: auto (live on a terminal, plain lines otherwise), plain, or json (one event per line); on stderr with -o json|yaml")
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
+	cli.OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 

@@ -1,0 +1,72 @@
+// Command marina-core is marina: it brings up a Lima VM with Docker and a
+// shared bridge, and runs many kind clusters on it that are reachable from
+// the host by IP and DNS name. Users run it as `marina` (cmd/marina, the
+// front), which answers a few read-only commands itself and replaces itself
+// with marina-core, found beside it, for every other; the built-in plugins
+// and the kind helper are marina-core re-executed.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/bcollard/marina/core/cli"
+	"github.com/bcollard/marina/core/exitcode"
+	// Before Lima's packages initialize: they panic without $HOME.
+	_ "github.com/bcollard/marina/core/homeenv"
+	"github.com/bcollard/marina/core/kind"
+	"github.com/bcollard/marina/core/pluginset"
+	// No GC cycle while marina starts (see the package).
+	_ "github.com/bcollard/marina/core/startgc"
+)
+
+func main() {
+	// Built-in plugins: marina re-executed as `marina plugin-server NAME`.
+	// Served before any signal handling so the plugin behaves like any
+	// third-party plugin binary (SIGTERM ends it).
+	if len(os.Args) == 3 && os.Args[1] == pluginset.ServeArg {
+		os.Exit(servePlugin(os.Args[2], os.Stderr))
+	}
+	// kind runs in a child (`marina kind-helper`) so only that child gets the
+	// lab's DOCKER_HOST and network, and cancellation kills its docker calls.
+	if len(os.Args) == 2 && os.Args[1] == kind.HelperArg {
+		os.Exit(kind.ServeHelper(os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes one marina command line and returns its exit status.
+// The first SIGINT/SIGTERM cancels the command's context (running steps stop
+// and report); a second one exits at once.
+func run(args []string, stdin *os.File, stdout, stderr *os.File) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintln(stderr, "marina: interrupted twice, exiting now")
+			os.Exit(exitcode.Interrupted)
+		case <-ctx.Done():
+		}
+	}()
+
+	root := newRootCmd(&streams{in: stdin, out: stdout, err: stderr})
+	root.SetArgs(args)
+	code := cli.Report(root.ExecuteContext(ctx), stderr)
+	if code == exitcode.OK && ctx.Err() != nil {
+		code = exitcode.Interrupted
+	}
+	return code
+}
