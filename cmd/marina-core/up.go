@@ -21,6 +21,7 @@ import (
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/hostvm"
 	"github.com/bcollard/marina/core/vm/lima"
 )
 
@@ -41,7 +42,7 @@ func newDriver(cfg *config.Config) (vm.Driver, error) {
 	}
 	switch name {
 	case "host":
-		return &vm.Host{VMName: cfg.VM.Name}, nil
+		return &hostvm.Host{VMName: cfg.VM.Name}, nil
 	default:
 		home, err := os.UserHomeDir()
 		if err != nil {

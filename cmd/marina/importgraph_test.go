@@ -39,12 +39,15 @@ var frontPackages = []string{
 	"github.com/bcollard/marina/core/buildinfo",
 	"github.com/bcollard/marina/core/cli",
 	"github.com/bcollard/marina/core/config",
+	"github.com/bcollard/marina/core/dockerprobe",
 	"github.com/bcollard/marina/core/exitcode",
 	"github.com/bcollard/marina/core/homeenv",
+	"github.com/bcollard/marina/core/labstatus",
 	"github.com/bcollard/marina/core/pluginsign",
 	"github.com/bcollard/marina/core/slot",
 	"github.com/bcollard/marina/core/suggest",
 	"github.com/bcollard/marina/core/userfile",
+	"github.com/bcollard/marina/core/vm",
 }
 
 // TestFrontImportGraph: the front's import graph, as released for Linux

@@ -1,5 +1,6 @@
 // Command marina is marina's front, the program users run. It answers
-// version, config path and config view itself, and replaces itself (execve)
+// version, config path, config view and the status of a lab whose machine
+// certainly does not run itself, and replaces itself (execve)
 // with marina-core, found beside it, for every other command line: same
 // process, arguments, environment, standard streams, signals and exit
 // status, so nothing downstream can tell. The front links only light
@@ -12,6 +13,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,7 +42,11 @@ func main() {
 		os.Exit(handOver(args))
 	}
 	root.SetArgs(args)
-	os.Exit(cli.Report(root.Execute(), os.Stderr))
+	err := root.Execute()
+	if errors.Is(err, cli.ErrHandOver) {
+		os.Exit(handOver(args))
+	}
+	os.Exit(cli.Report(err, os.Stderr))
 }
 
 // newRoot is the front's command tree: the root with its global flags and
@@ -50,7 +56,7 @@ func newRoot() *cobra.Command {
 	root := cli.NewRoot(os.Stdin, os.Stdout, os.Stderr, g)
 	config := cli.NewConfigCmd()
 	config.AddCommand(cli.NewConfigPathCmd(os.Stdout, os.Stderr, g), cli.NewConfigViewCmd(os.Stdout, os.Stderr, g))
-	root.AddCommand(cli.NewVersionCmd(os.Stdout), config)
+	root.AddCommand(cli.NewVersionCmd(os.Stdout), config, newStatusCmd(os.Stdout, os.Stderr, g))
 	return root
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -198,7 +202,7 @@ func TestFrontHandsOver(t *testing.T) {
 // names no program is a usage error naming the variable.
 func TestFrontWithoutCore(t *testing.T) {
 	env := []string{"HOME=" + t.TempDir()}
-	for _, args := range [][]string{{"status"}, {"--help"}, {"version", "--help"}, {"config", "validate"}} {
+	for _, args := range [][]string{{"doctor"}, {"--help"}, {"version", "--help"}, {"config", "validate"}} {
 		r := run(t, frontOnly, env, args...)
 		if r.code != 1 || r.stdout != "" {
 			t.Errorf("marina %q without marina-core: exit %d, stdout %q; want exit 1 and nothing on stdout", args, r.code, r.stdout)
@@ -214,9 +218,9 @@ func TestFrontWithoutCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{filepath.Join(t.TempDir(), "nothing"), t.TempDir(), plain} {
-		r := run(t, frontOnly, append([]string{CoreEnv + "=" + bad}, env...), "status")
+		r := run(t, frontOnly, append([]string{CoreEnv + "=" + bad}, env...), "doctor")
 		if r.code != 2 || !strings.Contains(r.stderr, CoreEnv+"="+bad) {
-			t.Errorf("%s=%s marina status: exit %d, want 2 and the variable named:\n%s", CoreEnv, bad, r.code, r.stderr)
+			t.Errorf("%s=%s marina doctor: exit %d, want 2 and the variable named:\n%s", CoreEnv, bad, r.code, r.stderr)
 		}
 	}
 }
@@ -225,13 +229,13 @@ func TestFrontWithoutCore(t *testing.T) {
 // command tree).
 func TestAnswers(t *testing.T) {
 	keep := [][]string{
-		{"version"}, {"version", "-o", "json"}, {"config", "view"}, {"config", "path"},
+		{"version"}, {"version", "-o", "json"}, {"config", "view"}, {"config", "path"}, {"status"}, {"st", "-o", "yaml"},
 		{"-c", "x.yaml", "config", "view"}, {"--set", "vm.cpus=2", "config", "view"},
 		{"config", "view", "--set", "a=b"}, {"version", "--bogus"}, {"version", "extra"},
 	}
 	give := [][]string{
 		{}, {"help"}, {"--help"}, {"-h"}, {"version", "-h"}, {"--help=true"}, {"--debug", "version"},
-		{"version", "--debug=true"}, {"config"}, {"config", "validate"}, {"status"}, {"plugin", "list"},
+		{"version", "--debug=true"}, {"config"}, {"config", "validate"}, {"doctor"}, {"plugin", "list"},
 		{"up"}, {"completion", "bash"}, {"__complete", "ver"}, {"--", "version"}, {"-c", "help", "config", "view"},
 		{"no-such"},
 	}
@@ -259,7 +263,79 @@ func TestAnswers(t *testing.T) {
 	}
 	walk(newRoot())
 	slices.Sort(paths)
-	if want := []string{"marina config path", "marina config view", "marina version"}; !slices.Equal(paths, want) {
+	if want := []string{"marina config path", "marina config view", "marina status", "marina version"}; !slices.Equal(paths, want) {
 		t.Errorf("the front's commands are %q, want %q (update the docs and this test together)", paths, want)
+	}
+}
+
+// TestFrontStatus: the front answers status for a lab whose machine
+// certainly does not run (the lima VM never created; no engine at the host
+// driver's socket), exactly as marina-core does, and hands every other lab
+// over: a created VM (Lima's reader is marina-core's), something listening
+// at the Docker socket.
+func TestFrontStatus(t *testing.T) {
+	h := home(t)
+	missing := "DOCKER_HOST=unix://" + filepath.Join(h, "no-docker.sock")
+	alone := [][]string{
+		{"HOME=" + h, "MARINA_VM_DRIVER=lima"},
+		{"HOME=" + h, "MARINA_VM_DRIVER=lima", "MARINA_VM_NAME=other", "MARINA_NETWORK_BRIDGECIDR=172.31.0.0/16"},
+		{"HOME=" + h, "MARINA_VM_DRIVER=host", missing},
+		{"HOME=" + h, "MARINA_VM_DRIVER=host", "DOCKER_HOST=tcp://127.0.0.1:1"},
+	}
+	for _, env := range alone {
+		for _, args := range [][]string{{"status"}, {"st"}, {"status", "-o", "json"}, {"status", "-o", "yaml"}, {"status", "-o", "wide"}, {"status", "extra"}} {
+			front, core := run(t, frontOnly, env, args...), run(t, coreBin, env, args...)
+			if front != core {
+				t.Errorf("marina %q with %q:\nfront (alone): exit %d\nstdout:\n%s\nstderr:\n%s\nmarina-core: exit %d\nstdout:\n%s\nstderr:\n%s",
+					args, env, front.code, front.stdout, front.stderr, core.code, core.stdout, core.stderr)
+			}
+		}
+	}
+	// Not vacuous: the host lab is reported stopped, with the probe's words.
+	if r := run(t, frontOnly, alone[2], "status"); r.code != 0 || !strings.Contains(r.stdout, "driver host: stopped (the Docker engine at unix://") ||
+		!strings.Contains(r.stdout, "The machine is not running: run marina up.") {
+		t.Errorf("marina status of a host lab without Docker: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, frontOnly, alone[0], "status"); r.code != 0 || !strings.Contains(r.stdout, "driver lima: absent") {
+		t.Errorf("marina status of a lima lab never created: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// Handed over: a created VM, and an endpoint where something listens.
+	created := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(created, ".marina", "lima", "marina"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "listening.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() { // not Docker: every request gets the same 503
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+					_ = req.Body.Close()
+					_, _ = c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 7\r\nConnection: close\r\n\r\nnot me\n"))
+				}
+			}()
+		}
+	}()
+	for _, env := range [][]string{
+		{"HOME=" + created, "MARINA_VM_DRIVER=lima"},
+		{"HOME=" + h, "MARINA_VM_DRIVER=host", "DOCKER_HOST=unix://" + sock},
+	} {
+		if r := run(t, frontOnly, env, "status"); r.code != 1 || !strings.Contains(r.stderr, CoreName+", the program behind") {
+			t.Errorf("marina status with %q and no marina-core: exit %d, want the front to hand over (and fail to find marina-core)\n%s%s", env, r.code, r.stdout, r.stderr)
+		}
+		if front, core := run(t, frontBin, env, "status", "-o", "json"), run(t, coreBin, env, "status", "-o", "json"); front != core {
+			t.Errorf("marina status with %q through the front: %+v\nmarina-core: %+v", env, front, core)
+		}
 	}
 }

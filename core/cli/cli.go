@@ -100,6 +100,11 @@ func LoadConfig(g *Global, errw io.Writer) (*config.Loaded, error) {
 	return l, err
 }
 
+// ErrHandOver is what a command of the front (cmd/marina) returns when it
+// cannot answer for certain without marina-core: the front then hands the
+// whole command line over, and marina-core answers it.
+var ErrHandOver = errors.New("marina-core answers this")
+
 // Report prints err as a command's error line ("Error: ...", nothing for
 // an error with an empty message) and returns the exit status it means.
 func Report(err error, errw io.Writer) int {

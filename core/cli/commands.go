@@ -101,3 +101,26 @@ file (with line), env (the MARINA_* variable) or flag (--set). Secrets are redac
 	OutputFlag(cmd, &output, "annotated", "annotated", "json", "yaml")
 	return cmd
 }
+
+// NewStatusCmd is `marina status`; run does the work with the -o value
+// (the front's run answers only for a machine that is certainly not
+// running, and returns ErrHandOver otherwise).
+func NewStatusCmd(run func(cmd *cobra.Command, output string) error) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "status",
+		Aliases: []string{"st"},
+		GroupID: GroupLab,
+		Short:   "Show the machine, the bridge network and the services marina runs",
+		Long: `Show the lab's state without changing anything: the machine (VM or this host's Docker),
+the shared bridge network (and whether it matches the config), and every service
+container marina's plugins run (registry mirrors, the local DNS pair, ...).
+
+Exit status is 0 when the status could be read, whatever it says; use
+marina doctor for a pass/fail check.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd, output) },
+	}
+	OutputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,19 +16,13 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
+
+	"github.com/bcollard/marina/core/dockerprobe"
 )
 
 // DefaultHost returns the Docker endpoint of this machine: $DOCKER_HOST, or
 // the platform's default socket.
-func DefaultHost() string {
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		return h
-	}
-	if runtime.GOOS == "windows" {
-		return "npipe:////./pipe/docker_engine"
-	}
-	return "unix:///var/run/docker.sock"
-}
+func DefaultHost() string { return dockerprobe.DefaultHost() }
 
 // Client is a connection to one Docker engine.
 type Client struct {

@@ -30,6 +30,7 @@ import (
 	"github.com/bcollard/marina/core/atomicfile"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/kubeconfig"
+	"github.com/bcollard/marina/core/labstatus"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/lock"
 	"github.com/bcollard/marina/core/slot"
@@ -522,26 +523,7 @@ func (l *Lab) DeleteCluster(ctx context.Context, c *Clusters, name string, opts 
 }
 
 // ClusterInfo is one row of `marina cluster list`.
-type ClusterInfo struct {
-	Name    string `json:"name"`
-	Slot    int    `json:"slot"`
-	APIPort int    `json:"apiPort"`
-	Nodes   int    `json:"nodes"`
-	Ready   int    `json:"ready"`
-	Version string `json:"version,omitempty"`
-	Fleet   string `json:"fleet,omitempty"`
-	// Labels are the control-plane node's labels (what -l selects on).
-	Labels   map[string]string `json:"labels,omitempty"`
-	Complete bool              `json:"complete"`
-	// CreatedAt is when the cluster was completed (its marker), or else
-	// when its control-plane node registered; RFC 3339, UTC.
-	CreatedAt string `json:"createdAt,omitempty"`
-	// Age is the time since CreatedAt, as kubectl shows it (5m, 3h, 2d).
-	Age        string `json:"age,omitempty"`
-	Kubeconfig string `json:"kubeconfig"`
-	// Problem says why the cluster could not be read.
-	Problem string `json:"problem,omitempty"`
-}
+type ClusterInfo = labstatus.ClusterInfo
 
 // clusterReadTimeout bounds the reading of one cluster's API by
 // ListClusters: a cluster that does not answer is reported, not waited for.

@@ -25,7 +25,7 @@ import (
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
-	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/hostvm"
 	"github.com/bcollard/marina/sdk/kubetest"
 )
 
@@ -243,7 +243,7 @@ func labFor(t *testing.T, p *apiProvider, home, cfgJSON string) (*Lab, *Clusters
 		t.Cleanup(func() { _ = d.Close() })
 	}
 	target := kubeconfig.NewTarget(filepath.Join(home, ".kube", "config"))
-	l := &Lab{Config: cfg, Driver: &vm.Host{}, Plugins: d}
+	l := &Lab{Config: cfg, Driver: &hostvm.Host{}, Plugins: d}
 	c := &Clusters{Provider: p, Slots: p.slotsOf, StateDir: filepath.Join(home, ".marina", "state"), Home: home, Target: &target, NodeFilesDir: filepath.Join(home, "nodefiles")}
 	return l, c
 }

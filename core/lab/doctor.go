@@ -13,30 +13,22 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bcollard/marina/core/hostnet"
+	"github.com/bcollard/marina/core/labstatus"
 	"github.com/bcollard/marina/core/vm"
 )
 
 // CheckStatus is the outcome of one doctor check.
-type CheckStatus string
+type CheckStatus = labstatus.CheckStatus
 
 // The outcomes.
 const (
-	OK   CheckStatus = "OK"
-	Warn CheckStatus = "WARN"
-	Fail CheckStatus = "FAIL"
+	OK   = labstatus.OK
+	Warn = labstatus.Warn
+	Fail = labstatus.Fail
 )
 
 // Check is one doctor finding.
-type Check struct {
-	Name   string      `json:"name"`
-	Status CheckStatus `json:"status"`
-	Detail string      `json:"detail,omitempty"`
-	// Fix is the command or action that repairs a WARN or FAIL.
-	Fix string `json:"fix,omitempty"`
-	// Instructions are longer steps behind Fix (several lines, e.g. the
-	// resolver files to add by hand), shown after the table.
-	Instructions string `json:"instructions,omitempty"`
-}
+type Check = labstatus.Check
 
 // DoctorOptions tunes Doctor.
 type DoctorOptions struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/hostvm"
 )
 
 // macRoutes is macOS's routing table for the bridge CIDR as route(8)
@@ -62,7 +63,7 @@ func (m *macRoutes) take() []string {
 // keeper is a driver whose host agent keeps the route (the lima driver's
 // KeepRoute/ForgetRoute), recording what it was told.
 type keeper struct {
-	*vm.Host
+	*hostvm.Host
 	cidr string
 	told []string
 }
@@ -109,7 +110,7 @@ func kubeServer(t *testing.T, path string) string {
 func TestUpFollowsAChangedAddress(t *testing.T) {
 	routes := &macRoutes{gw: "192.168.64.3"}
 	shown := new(strings.Builder)
-	drv := &keeper{Host: &vm.Host{}}
+	drv := &keeper{Host: &hostvm.Host{}}
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "dev.kubeconfig")
 	writeKubeconfig(t, kc, "https://192.168.64.3:7001")

@@ -23,6 +23,7 @@ import (
 	"github.com/bcollard/marina/core/hookenv"
 	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/kubeconfig"
+	"github.com/bcollard/marina/core/labstatus"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/slot"
@@ -412,38 +413,12 @@ func describeHostChange(c sdk.HostChange) lifecycle.Change {
 	return lifecycle.Change{Action: "apply", Target: "host change", Detail: c.Reason}
 }
 
-// Status is what `marina status` reports.
-type Status struct {
-	Machine  vm.Status       `json:"machine"`
-	Network  NetworkStatus   `json:"network"`
-	Services []ServiceStatus `json:"services"`
-	// Route is the host route to the bridge (lima driver only).
-	Route *Check `json:"route,omitempty"`
-	// Resolver says whether the host sends the zone to the lab's DNS.
-	Resolver *Check `json:"resolver,omitempty"`
-}
-
-// NetworkStatus is the bridge network's state.
-type NetworkStatus struct {
-	Name    string `json:"name"`
-	Subnet  string `json:"subnet"`
-	IPRange string `json:"ipRange,omitempty"`
-	Present bool   `json:"present"`
-	// Problem says how the live network differs from the config.
-	Problem string `json:"problem,omitempty"`
-	Bridge  string `json:"bridge,omitempty"`
-}
-
-// ServiceStatus is one container marina's plugins run on the Docker host
-// (registry mirrors, the local DNS pair, ...).
-type ServiceStatus struct {
-	Name      string `json:"name"`
-	Component string `json:"component,omitempty"`
-	Image     string `json:"image"`
-	State     string `json:"state"`
-	Running   bool   `json:"running"`
-	IP        string `json:"ip,omitempty"`
-}
+// The status types live in core/labstatus (the front prints them too).
+type (
+	Status        = labstatus.Status
+	NetworkStatus = labstatus.NetworkStatus
+	ServiceStatus = labstatus.ServiceStatus
+)
 
 // LabelComponent is the label plugins put on their service containers to
 // say what they are (registry-mirror, dns-etcd, dns-server, ...).

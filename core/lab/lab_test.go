@@ -8,6 +8,7 @@ import (
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/hostvm"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -40,7 +41,7 @@ func TestDescribeHostChange(t *testing.T) {
 }
 
 // stopped is a driver whose machine does not run.
-type stopped struct{ *vm.Host }
+type stopped struct{ *hostvm.Host }
 
 func (stopped) Status(context.Context) (vm.Status, error) {
 	return vm.Status{Driver: "host", Name: "x", State: vm.Stopped, Detail: "docker does not answer"}, nil
@@ -49,7 +50,7 @@ func (stopped) Status(context.Context) (vm.Status, error) {
 // TestDoctorMachineDown: with the machine down doctor fails the machine
 // check, says how to fix it, and still runs the checks that do not need it.
 func TestDoctorMachineDown(t *testing.T) {
-	l := &Lab{Config: config.Default(), Driver: stopped{&vm.Host{}}}
+	l := &Lab{Config: config.Default(), Driver: stopped{&hostvm.Host{}}}
 	extraRan := false
 	checks := l.Doctor(context.Background(), DoctorOptions{StateDir: os.TempDir(), Extra: []func(context.Context) Check{
 		func(context.Context) Check { extraRan = true; return Check{Name: "extra", Status: OK} },
@@ -75,7 +76,7 @@ func TestDoctorMachineDown(t *testing.T) {
 // TestDownAndDestroyWithMachineDown: hooks are not run against a machine
 // that is down; the steps that remain say what they would do.
 func TestDownAndDestroyWithMachineDown(t *testing.T) {
-	l := &Lab{Config: config.Default(), Driver: stopped{&vm.Host{}}}
+	l := &Lab{Config: config.Default(), Driver: stopped{&hostvm.Host{}}}
 	down, err := l.DownSteps(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)

@@ -10,11 +10,12 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/hostvm"
 )
 
 // sized is a driver whose machine is in state and reports a pending resize.
 type sized struct {
-	*vm.Host
+	*hostvm.Host
 	state   vm.State
 	change  string
 	restart bool

@@ -9,8 +9,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime"
 )
+
+// LimaHome is marina's LIMA_HOME: ~/.marina/lima, one directory per
+// instance (the lima driver's VM is the instance named vm.name).
+func LimaHome(home string) string { return filepath.Join(home, ".marina", "lima") }
 
 // State of the machine.
 type State string

@@ -105,8 +105,8 @@ func New(cfg *config.Config, home string) *Driver {
 	return d
 }
 
-// LimaHome is marina's LIMA_HOME: ~/.marina/lima.
-func LimaHome(home string) string { return filepath.Join(home, ".marina", "lima") }
+// LimaHome is marina's LIMA_HOME: ~/.marina/lima (vm.LimaHome).
+func LimaHome(home string) string { return vm.LimaHome(home) }
 
 // Name returns "lima".
 func (d *Driver) Name() string { return "lima" }

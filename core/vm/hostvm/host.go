@@ -1,4 +1,6 @@
-package vm
+// Package hostvm is the vm.Driver for a machine that runs Docker itself
+// (driver "host", Linux).
+package hostvm
 
 import (
 	"bytes"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/bcollard/marina/core/docker"
+	"github.com/bcollard/marina/core/dockerprobe"
+	"github.com/bcollard/marina/core/vm"
 )
 
 // Host is the driver for a machine that runs Docker itself (Linux): there
@@ -38,28 +42,34 @@ func (h *Host) endpoint() string {
 }
 
 // Status reports Running when the Docker engine answers, Stopped otherwise.
-func (h *Host) Status(ctx context.Context) (Status, error) {
-	st := Status{Driver: "host", Name: h.VMName, DockerHost: h.endpoint(), Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+func (h *Host) Status(ctx context.Context) (vm.Status, error) {
+	st := vm.Status{Driver: "host", Name: h.VMName, DockerHost: h.endpoint(), Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+	// No engine can be listening: say so in the probe's words, as the front
+	// (cmd/marina) does without Docker's client.
+	if err := dockerprobe.Absent(st.DockerHost); err != nil {
+		st.State, st.Detail = vm.Stopped, err.Error()
+		return st, nil
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := docker.Open(pctx, st.DockerHost)
 	if err != nil {
-		st.State, st.Detail = Stopped, err.Error()
+		st.State, st.Detail = vm.Stopped, err.Error()
 		return st, nil
 	}
 	_ = c.Close()
-	st.State = Running
+	st.State = vm.Running
 	return st, nil
 }
 
 // Start checks that Docker answers; the host driver never starts Docker
 // itself (it is the machine owner's service).
-func (h *Host) Start(ctx context.Context, progress func(string)) (Status, error) {
+func (h *Host) Start(ctx context.Context, progress func(string)) (vm.Status, error) {
 	st, err := h.Status(ctx)
 	if err != nil {
 		return st, err
 	}
-	if st.State != Running {
+	if st.State != vm.Running {
 		return st, fmt.Errorf("%s.\nThe host driver uses the Docker engine of this machine: start it "+
 			"(e.g. `sudo systemctl start docker`, or `sudo dockerd &`), or point DOCKER_HOST at one", st.Detail)
 	}

@@ -1,31 +1,16 @@
-package vm
+package hostvm
 
 import (
 	"bytes"
 	"context"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bcollard/marina/core/vm"
 	"github.com/bcollard/marina/sdk/dockertest"
 )
-
-func TestResolve(t *testing.T) {
-	auto := "host"
-	if runtime.GOOS == "darwin" {
-		auto = "lima"
-	}
-	for in, want := range map[string]string{"": auto, "auto": auto, "lima": "lima", "host": "host"} {
-		if got, err := Resolve(in); err != nil || got != want {
-			t.Errorf("Resolve(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	if _, err := Resolve("qemu"); err == nil || !strings.Contains(err.Error(), "vm.driver") {
-		t.Errorf("Resolve(qemu) = %v, want an error naming vm.driver", err)
-	}
-}
 
 func TestHostRunning(t *testing.T) {
 	dockertest.Require(t)
@@ -33,7 +18,7 @@ func TestHostRunning(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := h.Start(ctx, nil)
-	if err != nil || st.State != Running || st.Driver != "host" || st.DockerHost == "" {
+	if err != nil || st.State != vm.Running || st.Driver != "host" || st.DockerHost == "" {
 		t.Fatalf("Start = %+v, %v", st, err)
 	}
 }
@@ -43,7 +28,7 @@ func TestHostDockerDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := h.Status(ctx)
-	if err != nil || st.State != Stopped || !strings.Contains(st.Detail, "/nonexistent/docker.sock") {
+	if err != nil || st.State != vm.Stopped || !strings.Contains(st.Detail, "/nonexistent/docker.sock") {
 		t.Fatalf("Status = %+v, %v", st, err)
 	}
 	if _, err := h.Start(ctx, nil); err == nil || !strings.Contains(err.Error(), "systemctl start docker") {
