@@ -13,7 +13,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/bcollard/marina/core/cli"
+	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	// Before Lima's packages initialize: they panic without $HOME.
 	_ "github.com/bcollard/marina/core/homeenv"
@@ -24,6 +27,9 @@ import (
 )
 
 func main() {
+	// plugins.NAME.version constraints are checked with semver, which the
+	// front does not link (config.CheckConstraint).
+	config.CheckConstraint = func(s string) error { _, err := semver.NewConstraint(s); return err }
 	// Built-in plugins: marina re-executed as `marina plugin-server NAME`.
 	// Served before any signal handling so the plugin behaves like any
 	// third-party plugin binary (SIGTERM ends it).

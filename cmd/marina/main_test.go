@@ -106,8 +106,9 @@ var frontCases = [][]string{
 func home(t *testing.T) string {
 	h := t.TempDir()
 	for name, body := range map[string]string{
-		"good.yaml": "vm:\n  cpus: 3\ndns:\n  zone: lab.internal\n",
-		"bad.yaml":  "vm:\n  cpus: [1\n",
+		"good.yaml":        "vm:\n  cpus: 3\ndns:\n  zone: lab.internal\n",
+		"bad.yaml":         "vm:\n  cpus: [1\n",
+		"constrained.yaml": "vm:\n  driver: lima\nplugins:\n  acme:\n    enabled: false\n    version: \">=1.0, <2\"\n",
 	} {
 		if err := os.WriteFile(filepath.Join(h, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -175,6 +176,10 @@ func TestFrontHandsOver(t *testing.T) {
 		{"plugin", "list", "-o", "json"},
 		{"cluster", "list", "-o", "xml"},
 		{"--", "version"},
+		// a plugin version constraint: only marina-core parses semver
+		{"--set", "plugins.acme.version=^1.2", "config", "view"},
+		{"--set", "plugins.acme.version=not-semver", "--set", "vm.cpus=0", "config", "view"},
+		{"-c", h + "/constrained.yaml", "status", "-o", "json"},
 	}
 	for _, args := range cases {
 		core := run(t, coreBin, env, args...)
@@ -202,7 +207,7 @@ func TestFrontHandsOver(t *testing.T) {
 // names no program is a usage error naming the variable.
 func TestFrontWithoutCore(t *testing.T) {
 	env := []string{"HOME=" + t.TempDir()}
-	for _, args := range [][]string{{"doctor"}, {"--help"}, {"version", "--help"}, {"config", "validate"}} {
+	for _, args := range [][]string{{"doctor"}, {"--help"}, {"version", "--help"}, {"config", "validate"}, {"config", "view", "--set", "plugins.acme.version=^1"}} {
 		r := run(t, frontOnly, env, args...)
 		if r.code != 1 || r.stdout != "" {
 			t.Errorf("marina %q without marina-core: exit %d, stdout %q; want exit 1 and nothing on stdout", args, r.code, r.stdout)

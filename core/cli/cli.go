@@ -89,9 +89,13 @@ func CheckHome(cmd *cobra.Command) error {
 
 // LoadConfig reads and validates the effective configuration for the
 // global flags g, printing its warnings (e.g. stray MARINA_* variables) to
-// errw.
+// errw. In a program without a constraint parser (the front), a config that
+// selects a plugin version by constraint is ErrHandOver, before any output.
 func LoadConfig(g *Global, errw io.Writer) (*config.Loaded, error) {
 	l, err := config.Load(config.LoadOptions{Path: g.ConfigPath, Sets: g.Sets})
+	if config.CheckConstraint == nil && l != nil && l.HasConstraints() {
+		return nil, ErrHandOver
+	}
 	if l != nil {
 		for _, w := range l.Warnings {
 			fmt.Fprintf(errw, "Warning: %s\n", w)

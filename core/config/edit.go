@@ -18,7 +18,7 @@ import (
 // holding just that setting. The edited file must still validate; otherwise
 // nothing is written and the problems are returned. Callers hold the process lock.
 func SetPluginEnabled(path, name string, enabled bool) error {
-	if !pluginName().MatchString(name) {
+	if !isPluginName(name) {
 		return &ValidationError{Problems: []Problem{{Path: "plugins." + name, Message: fmt.Sprintf("%q is not a valid plugin name: lower-case letters, digits and '-', starting with a letter", name)}}}
 	}
 	data, err := userfile.ReadFile(path, userfile.MaxSize)

@@ -54,15 +54,15 @@ func (l *Loaded) Entries() []Entry {
 // AnnotatedYAML renders the effective configuration as YAML with a comment
 // after every value saying where it came from. Secrets are redacted.
 func (l *Loaded) AnnotatedYAML() ([]byte, error) {
-	var doc yaml.Node
-	if err := doc.Encode(Redact(l.Config)); err != nil {
+	doc, err := valueNode(reflect.ValueOf(Redact(l.Config)).Elem())
+	if err != nil {
 		return nil, err
 	}
-	annotate(&doc, "", func(path string) (string, bool) {
+	annotate(doc, "", func(path string) (string, bool) {
 		s, ok := l.Sources[path]
 		return s.String(), ok
 	})
-	return encodeNode(&doc)
+	return encodeNode(doc)
 }
 
 // annotate walks a mapping node and sets a line comment on every key whose

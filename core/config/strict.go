@@ -155,7 +155,7 @@ func (c *checker) walk(n *yaml.Node, f *field, path string) bool {
 	case kindStructMap:
 		return c.mapping(n, path, func(key *yaml.Node, val *yaml.Node) bool {
 			p := joinPath(path, key.Value)
-			if !pluginName().MatchString(key.Value) {
+			if !isPluginName(key.Value) {
 				c.problem(p, key, "%q is not a valid plugin name: lower-case letters, digits and '-', starting with a letter", key.Value)
 				return false
 			}

@@ -6,12 +6,9 @@ import (
 	"math"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/Masterminds/semver/v3"
 	units "github.com/docker/go-units"
 
 	"github.com/bcollard/marina/core/pluginsign"
@@ -19,11 +16,6 @@ import (
 )
 
 var (
-	dnsLabel   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
-	pluginName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`) })
-	imageRef   = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
-	})
 	minVMMemory  = int64(2 << 30)
 	minVMDisk    = int64(10 << 30)
 	validDrivers = []string{"auto", "lima", "host"}
@@ -40,7 +32,7 @@ func Validate(c *Config) []Problem {
 	}
 
 	// vm
-	if !dnsLabel().MatchString(c.VM.Name) {
+	if !isDNSLabel(c.VM.Name) {
 		add("vm.name", "%q is not a valid VM name: use lower-case letters, digits and '-', at most 63 characters", c.VM.Name)
 	}
 	if !contains(validDrivers, c.VM.Driver) {
@@ -56,7 +48,7 @@ func Validate(c *Config) []Problem {
 	}
 
 	// network
-	if !dnsLabel().MatchString(c.Network.Name) {
+	if !isDNSLabel(c.Network.Name) {
 		add("network.name", "%q is not a valid network name; use lower-case letters, digits and '-' (default %s)", c.Network.Name, DefaultNetworkName)
 	}
 	bridge, bridgeOK := checkBridge(add, c.Network.BridgeCIDR)
@@ -118,7 +110,7 @@ func Validate(c *Config) []Problem {
 			add(p+".name", "is required, e.g. registry-myregistry")
 		case strings.ContainsAny(m.Name, ".:"):
 			add(p+".name", "%q looks like a hostname and would shadow the real registry inside the clusters; use %q", m.Name, "registry-"+sanitize(m.Name))
-		case !dnsLabel().MatchString(m.Name):
+		case !isDNSLabel(m.Name):
 			add(p+".name", "%q is not a valid container name: use lower-case letters, digits and '-'", m.Name)
 		}
 		if j, dup := names[m.Name]; dup && m.Name != "" {
@@ -147,11 +139,13 @@ func Validate(c *Config) []Problem {
 	for _, name := range sortedKeys(c.Plugins) {
 		pc := c.Plugins[name]
 		p := "plugins." + name
-		if !pluginName().MatchString(name) {
+		if !isPluginName(name) {
 			add(p, "%q is not a valid plugin name: lower-case letters, digits and '-', starting with a letter", name)
 		}
 		if pc.Version != "" {
-			if _, err := semver.NewConstraint(pc.Version); err != nil {
+			if CheckConstraint == nil {
+				add(p+".version", "%q was not checked: this program has no semver parser (config.CheckConstraint is unset)", pc.Version)
+			} else if err := CheckConstraint(pc.Version); err != nil {
 				add(p+".version", "%q is not a semver constraint (e.g. 1.2.3, ^1.2, >=1.0 <2.0): %v", pc.Version, err)
 			}
 		}
@@ -195,7 +189,7 @@ func Validate(c *Config) []Problem {
 	// images
 	for _, leaf := range schema().child("images").Children {
 		img := valueAt(c, leaf).(string)
-		if img != "" && !imageRef().MatchString(img) {
+		if img != "" && !isImageRef(img) {
 			add(leaf.Path, "%q is not an image reference like registry.example.com/repo/name:tag", img)
 		}
 	}
@@ -294,13 +288,93 @@ func checkDNSIP(add func(string, string, ...any), path string, ip netip.Addr, br
 }
 
 func checkVersion(add func(string, string, ...any), path, val string) {
-	if !strings.HasPrefix(val, "v") {
-		add(path, "%q must look like v1.2.3", val)
-		return
-	}
-	if _, err := semver.StrictNewVersion(strings.TrimPrefix(val, "v")); err != nil {
+	if v, ok := strings.CutPrefix(val, "v"); !ok || !strictSemver(v) {
 		add(path, "%q must look like v1.2.3", val)
 	}
+}
+
+// CheckConstraint parses a plugin's version constraint (plugins.NAME.version).
+// marina-core sets it to Masterminds/semver's NewConstraint first thing in
+// main. The front (cmd/marina) links no semver, whose package init alone is a
+// third of the front's: there it stays nil, Validate reports every constraint
+// as unchecked, and the front hands a config with one (HasConstraints) to
+// marina-core before it shows anything.
+var CheckConstraint func(string) error
+
+// HasConstraints reports whether the config selects any plugin version by
+// constraint (a plugins.NAME.version key).
+func (l *Loaded) HasConstraints() bool {
+	for _, pc := range l.Config.Plugins {
+		if pc.Version != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// strictSemver reports whether s is a SemVer 2.0.0 version: MAJOR.MINOR.PATCH
+// without leading zeros, then optionally -PRERELEASE (dot-separated
+// identifiers of [0-9A-Za-z-], numeric ones without leading zeros) and
+// +BUILD (dot-separated non-empty [0-9A-Za-z-] identifiers), 256 bytes at
+// most. It accepts
+// exactly what Masterminds/semver's StrictNewVersion accepts (the test
+// compares them) without linking it.
+func strictSemver(s string) bool {
+	if len(s) > 256 { // semver's limit
+		return false
+	}
+	s, build, hasBuild := strings.Cut(s, "+")
+	if hasBuild && !identifiers(build, false) {
+		return false
+	}
+	s, pre, hasPre := strings.Cut(s, "-")
+	if hasPre && !identifiers(pre, true) {
+		return false
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if !numeric(p) || len(p) > 1 && p[0] == '0' {
+			return false
+		}
+		if _, err := strconv.ParseUint(p, 10, 64); err != nil {
+			return false // out of range, as semver parses it
+		}
+	}
+	return true
+}
+
+// identifiers checks dot-separated SemVer identifiers; noLeadingZero
+// refuses numeric ones with a leading zero (prerelease rule).
+func identifiers(s string, noLeadingZero bool) bool {
+	for _, id := range strings.Split(s, ".") {
+		if id == "" {
+			return false
+		}
+		for _, r := range id {
+			if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '-') {
+				return false
+			}
+		}
+		if noLeadingZero && numeric(id) && len(id) > 1 && id[0] == '0' {
+			return false
+		}
+	}
+	return true
+}
+
+func numeric(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkDomain accepts DNS names with at least one dot-separated label.
@@ -313,7 +387,7 @@ func checkDomain(d string) error {
 		return fmt.Errorf("%q is longer than 253 characters", excerpt(d))
 	}
 	for _, label := range strings.Split(d, ".") {
-		if !dnsLabel().MatchString(label) {
+		if !isDNSLabel(label) {
 			return fmt.Errorf("%q is not a valid DNS domain (label %q: lower-case letters, digits, '-')", excerpt(d), excerpt(label))
 		}
 	}
@@ -378,3 +452,106 @@ func caseHint(v string, values ...string) string {
 	}
 	return ""
 }
+
+// The name checks below are written out instead of regular expressions:
+// compiling those was a tenth of `marina config view` in the front, which
+// checks every key on each run. names_test.go holds the expressions they
+// replace and compares them on a corpus and by fuzzing.
+
+// isDNSLabel: ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$
+func isDNSLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isLowerAlnum(s[i]) && s[i] != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isPluginName: ^[a-z][a-z0-9-]{0,62}$
+func isPluginName(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !isLowerAlnum(s[i]) && s[i] != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isImageRef: an image reference as Docker's grammar has it, lower-case:
+// ^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*
+// (:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$
+func isImageRef(s string) bool {
+	if name, digest, ok := strings.Cut(s, "@"); ok {
+		hex, ok := strings.CutPrefix(digest, "sha256:")
+		if !ok || len(hex) != 64 || strings.IndexFunc(hex, func(r rune) bool { return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') }) >= 0 {
+			return false
+		}
+		s = name
+	}
+	// A last ':' after the last '/' is a tag, or, in a reference without
+	// a path, the port of its only component.
+	if i := strings.LastIndexByte(s, ':'); i > strings.LastIndexByte(s, '/') {
+		if tag := s[i+1:]; isTag(tag) {
+			s = s[:i]
+		} else if strings.Contains(s, "/") || !numeric(tag) {
+			return false
+		}
+	}
+	for n, comp := range strings.Split(s, "/") {
+		if n == 0 {
+			host, port, ok := strings.Cut(comp, ":")
+			if ok && !numeric(port) || !components(host, 1) {
+				return false
+			}
+			continue
+		}
+		if !components(comp, 2) {
+			return false
+		}
+	}
+	return true
+}
+
+// isTag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+func isTag(s string) bool {
+	if len(s) == 0 || len(s) > 128 || s[0] == '.' || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(isLowerAlnum(c) || c >= 'A' && c <= 'Z' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// components: [a-z0-9]+ runs joined by 1 to maxSep of [._-].
+func components(s string, maxSep int) bool {
+	if s == "" || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
+		return false
+	}
+	sep := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case isLowerAlnum(c):
+			sep = 0
+		case c == '.' || c == '_' || c == '-':
+			if sep++; sep > maxSep {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
