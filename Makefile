@@ -206,9 +206,11 @@ vet-darwin:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $(PKGS)
 	$(GO) run ./packaging/darwin/cgocheck -goarch arm64 ./...
 
-## docs: regenerate docs/config.md from the config schema
+## docs: regenerate docs/config.md from the config schema, and core/pluginlist/builtins.go
+## (the built-in plugins' descriptions the front lists) from the plugins
 docs:
 	$(GO) test ./core/config -run '^TestReferenceUpToDate$$' -count=1 -update
+	$(GO) test ./cmd/marina-core -run '^TestBuiltinTable$$' -count=1 -update
 
 ## bench: benchmarks (ratios against a baseline measured in the same run), then
 ## the figures that have a goal as one table (test/bench/summary.sh; issue 14's

@@ -430,9 +430,9 @@ func printClusterTable(w io.Writer, list []lab.ClusterInfo) error {
 	}
 	fmt.Fprintln(tw, header)
 	for _, ci := range list {
-		line := fmt.Sprintf("%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s", ci.Name, ci.Slot, ci.APIPort, ci.Nodes, ci.Ready, dash(ci.Version), dash(ci.Fleet), dash(ci.Age))
+		line := fmt.Sprintf("%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s", ci.Name, ci.Slot, ci.APIPort, ci.Nodes, ci.Ready, cli.Dash(ci.Version), cli.Dash(ci.Fleet), cli.Dash(ci.Age))
 		if withStatus {
-			line += "\t" + dash(clusterStatus(ci))
+			line += "\t" + cli.Dash(clusterStatus(ci))
 		}
 		fmt.Fprintln(tw, line)
 	}

@@ -170,7 +170,7 @@ func writeFleetDescription(w io.Writer, format string, d fleetDescription, file 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSLOT\tAPI\tNODES\tREADY\tVERSION\tSTATUS")
 	for _, m := range d.Members {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", m.Name, m.Slot, m.APIPort, m.Nodes, m.Ready, dash(m.Version), fleetMemberStatus(m))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", m.Name, m.Slot, m.APIPort, m.Nodes, m.Ready, cli.Dash(m.Version), fleetMemberStatus(m))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

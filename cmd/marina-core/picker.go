@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/lifecycle"
@@ -42,7 +43,7 @@ func pickClusters(r *bufio.Reader, w io.Writer, verb string, list []lab.ClusterI
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tNAME\tSLOT\tFLEET\tAGE")
 	for i, ci := range list {
-		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\n", i+1, ci.Name, ci.Slot, dash(ci.Fleet), dash(ci.Age))
+		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\n", i+1, ci.Name, ci.Slot, cli.Dash(ci.Fleet), cli.Dash(ci.Age))
 	}
 	if err := tw.Flush(); err != nil {
 		return nil, err

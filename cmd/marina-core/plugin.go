@@ -9,9 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/plugin"
+	"github.com/bcollard/marina/core/pluginlist"
 	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/core/pluginstore"
@@ -108,216 +107,18 @@ func (a *app) describeBinary(ctx context.Context, path string) (*sdk.Description
 }
 
 func newPluginCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "plugin",
-		Short:   "List, install, select and write plugins",
-		GroupID: "plugins",
-		Long: `Plugins are separate programs marina runs over gRPC at lifecycle hooks (PostUp,
-PreCluster, PostCluster, PreClusterDelete, PreDown, PreDestroy). Installed plugins live in
-~/.marina/plugins/<name>/<version>/, several versions side by side; the config selects one
-with plugins.<name>.version (a semver constraint) and ~/.marina/plugins.lock records the
-choice and the binary's sha256, checked before every launch. See docs/plugins.md.`,
-	}
-	cmd.AddCommand(newPluginListCmd(a), newPluginInfoCmd(a), newPluginInstallCmd(a), newPluginRemoveCmd(a),
+	cmd := cli.NewPluginCmd()
+	cmd.AddCommand(pluginlist.NewCmd(a.out, a.pluginRows), newPluginInfoCmd(a), newPluginInstallCmd(a), newPluginRemoveCmd(a),
 		newPluginToggleCmd(a, true), newPluginToggleCmd(a, false), newPluginVerifyCmd(a), newPluginNewCmd(a), newPluginPackageCmd(a), newPluginPublishCmd(a),
 		newPluginVersionsCmd(a), newPluginOutdatedCmd(a), newPluginUpgradeCmd(a), newPluginKeygenCmd(a), newPluginSearchCmd(a))
 	return cmd
 }
 
-// pluginRow is one line of `plugin list`.
-type pluginRow struct {
-	Name         string   `json:"name" yaml:"name"`
-	Version      string   `json:"version" yaml:"version"`
-	Source       string   `json:"source" yaml:"source"`
-	Protocol     string   `json:"protocol" yaml:"protocol"`
-	Hooks        []string `json:"hooks" yaml:"hooks"`
-	Dependencies []string `json:"dependencies" yaml:"dependencies"`
-	Status       string   `json:"status" yaml:"status"`
-	Detail       string   `json:"detail,omitempty" yaml:"detail,omitempty"`
-	SHA256       string   `json:"sha256,omitempty" yaml:"sha256,omitempty"`
-	Path         string   `json:"path,omitempty" yaml:"path,omitempty"`
-	// Signature is the installed build's signature checked against
-	// pluginTrust.keys: "signed by NAME", "unsigned", "untrusted (...)",
-	// "invalid (...)"; empty for built-ins.
-	Signature string `json:"signature,omitempty" yaml:"signature,omitempty"`
-}
-
-func newPluginListCmd(a *app) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List built-in and installed plugins with their versions, hooks and status",
-		Long: `List every built-in plugin and every installed version: NAME, VERSION, SOURCE (long
-ones shortened to their end), the number of HOOKS and STATUS, then below the table each
-detail (why a plugin cannot run, what to run about it). -o wide adds PROTOCOL, the HOOKS by
-name and DEPENDS (? marks an optional dependency), and shows SOURCE whole and the details
-in the STATUS column; -o json and -o yaml give every field; marina plugin info NAME shows
-one plugin in full.
-
-STATUS is active (enabled and selected by the config's version constraint), installed
-(another version is selected, or the plugin is not enabled), disabled, unavailable (enabled
-but cannot run: not installed, no version matches, or a plugin it requires is disabled or
-cannot run), modified (the binary no longer has the sha256 recorded at install or pinned
-in the lock file: it will not be launched), lock unreadable (the lock file
-~/.marina/plugins.lock cannot be read, so no installed plugin can be checked and run) or
-shadowed (installed under the name of a built-in, which always wins). Exit status 1 when
-any binary is modified or the lock file is unreadable. It reads the store's manifests,
-hashes the installed binaries and starts no plugin. Like every command that resolves the
-plugins, it first pins in the lock file the versions the config selects, when they changed.`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			rows, problems, err := a.pluginRows()
-			if err != nil {
-				return err
-			}
-			if output == "json" || output == "yaml" {
-				if err := cli.PrintStructured(a.out, output, rows); err != nil {
-					return err
-				}
-			} else if err := writePluginTable(a.out, rows, output == "wide"); err != nil {
-				return err
-			}
-			if len(problems) > 0 {
-				return errors.New(strings.Join(problems, "\n"))
-			}
-			return nil
-		},
-	}
-	cli.OutputFlag(cmd, &output, "text", "text", "wide", "json", "yaml")
-	return cmd
-}
-
-// pluginTableWidth is the width the default `plugin list` table keeps
-// within (for sources up to pluginSourceWidth and the usual names).
-const (
-	pluginTableWidth  = 100
-	pluginSourceWidth = 40
-)
-
-// writePluginTable writes rows as `plugin list`'s table. The default table
-// has NAME, VERSION, SOURCE (shortened), the number of HOOKS and STATUS,
-// and below it, for each row with a detail, "NAME VERSION: STATUS (DETAIL)"
-// wrapped to pluginTableWidth; wide has every column, the sources whole
-// and the details in the STATUS column. Plugin-provided text is cleaned.
-func writePluginTable(w io.Writer, rows []pluginRow, wide bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if wide {
-		fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSIGNATURE\tSTATUS")
-		for _, r := range rows {
-			fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, dash(r.Version), r.Source, dash(r.Protocol),
-				dash(strings.Join(r.Hooks, ",")), dash(strings.Join(r.Dependencies, ",")), dash(r.Signature), statusDetail(r)}, "\t")))
-		}
-		return tw.Flush()
-	}
-	fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tHOOKS\tSTATUS")
-	var notes []string
-	for _, r := range rows {
-		hooks := "-"
-		if len(r.Hooks) > 0 {
-			hooks = fmt.Sprint(len(r.Hooks))
-		}
-		fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, dash(r.Version), shortSource(r.Source), hooks, r.Status}, "\t")))
-		if r.Detail != "" {
-			what := r.Name
-			if r.Version != "" {
-				what += " " + r.Version
-			}
-			notes = append(notes, wrapWords(termsafe.Line(what+": "+statusDetail(r)), pluginTableWidth, "  "))
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(notes) > 0 {
-		_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
-		return err
-	}
-	return nil
-}
-
-func statusDetail(r pluginRow) string {
-	if r.Detail == "" {
-		return r.Status
-	}
-	return r.Status + " (" + r.Detail + ")"
-}
-
-// insecureSourceMark is what installedRow appends to the source of an
-// https install made without a checksum; the default table abbreviates it.
-const insecureSourceMark = " [checksum skipped at install]"
-
-// shortSource is a source as the default `plugin list` table shows it:
-// the home directory as ~ and, past pluginSourceWidth, its last components
-// after "…" (the file name or tag, which tells installs apart).
-func shortSource(src string) string {
-	mark := ""
-	if rest, ok := strings.CutSuffix(src, insecureSourceMark); ok {
-		src, mark = rest, " [checksum skipped]"
-	}
-	if home, err := os.UserHomeDir(); err == nil && home != "/" && strings.HasPrefix(src, home+"/") {
-		src = "~" + strings.TrimPrefix(src, home)
-	}
-	if r := []rune(src); len(r) > pluginSourceWidth {
-		tail := string(r[len(r)-pluginSourceWidth+1:])
-		if i := strings.Index(tail, "/"); i >= 0 && i < len(tail)-1 {
-			tail = tail[i:] // from a path or URL component
-		}
-		src = "…" + tail
-	}
-	return src + mark
-}
-
-// wrapWords wraps s at spaces to lines of at most width runes, the lines
-// after the first indented. A span in backquotes (a command to copy) is
-// kept on one line; a word or span longer than a line gets one of its own.
-func wrapWords(s string, width int, indent string) string {
-	var words []string
-	for _, f := range strings.Fields(s) {
-		if n := len(words); n > 0 && strings.Count(words[n-1], "`")%2 == 1 {
-			words[n-1] += " " + f // inside a backquoted span
-			continue
-		}
-		words = append(words, f)
-	}
-	var b strings.Builder
-	col := 0
-	for _, word := range words {
-		n := utf8.RuneCountInString(word)
-		switch {
-		case col == 0:
-		case col+1+n > width:
-			b.WriteString("\n" + indent)
-			col = utf8.RuneCountInString(indent)
-		default:
-			b.WriteByte(' ')
-			col++
-		}
-		b.WriteString(word)
-		col += n
-	}
-	return b.String()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// Statuses `plugin list` shows besides active, installed, disabled and unavailable.
-const (
-	statusModified       = "modified"
-	statusLockUnreadable = "lock unreadable"
-	statusShadowed       = "shadowed"
-)
-
 // pluginRows joins the plugin set of the effective config with the store,
 // and checks every installed binary against its manifest and the lock file.
 // problems (one line each) are what makes `plugin list` exit 1: a modified
 // binary or an unreadable lock file.
-func (a *app) pluginRows() (rows []pluginRow, problems []string, err error) {
+func (a *app) pluginRows() (rows []pluginlist.Row, problems []string, err error) {
 	l, err := a.loadConfig()
 	if err != nil {
 		return nil, nil, err
@@ -337,7 +138,7 @@ func (a *app) pluginRows() (rows []pluginRow, problems []string, err error) {
 	// An enabled plugin whose dependencies cannot run is not active: no
 	// run could start it (the dispatcher refuses the graph).
 	depProblems := pluginset.DependencyProblems(entries)
-	unlessDeps := func(r *pluginRow, name string) {
+	unlessDeps := func(r *pluginlist.Row, name string) {
 		if msg := depProblems[name]; msg != "" && r.Status == "active" {
 			r.Status, r.Detail = "unavailable", msg
 		}
@@ -354,13 +155,13 @@ func (a *app) pluginRows() (rows []pluginRow, problems []string, err error) {
 			// Installed before installs of built-in names were refused: never run.
 			for _, inst := range byName[e.Name] {
 				r := installedRow(inst)
-				r.Status, r.Detail = statusShadowed, fmt.Sprintf("a plugin built into marina has this name and always wins; remove this one with `marina plugin remove %s@%s`", inst.Name, inst.Version)
+				r.Status, r.Detail = pluginlist.StatusShadowed, fmt.Sprintf("a plugin built into marina has this name and always wins; remove this one with `marina plugin remove %s@%s`", inst.Name, inst.Version)
 				rows = append(rows, r)
 			}
 			continue
 		}
 		if len(byName[e.Name]) == 0 {
-			rows = append(rows, pluginRow{Name: e.Name, Source: "-", Status: statusOf(e, false), Detail: e.Problem, Hooks: []string{}, Dependencies: []string{}})
+			rows = append(rows, pluginlist.Row{Name: e.Name, Source: "-", Status: statusOf(e, false), Detail: e.Problem, Hooks: []string{}, Dependencies: []string{}})
 			continue
 		}
 		for _, inst := range byName[e.Name] {
@@ -390,7 +191,7 @@ func (a *app) pluginRows() (rows []pluginRow, problems []string, err error) {
 // fail, and returns one line per problem. An unreadable lock file marks the
 // active installed plugins (nothing can check them before a launch, so no
 // run can use them) and is a problem itself.
-func verifyRows(store *pluginstore.Store, rows []pluginRow) []string {
+func verifyRows(store *pluginstore.Store, rows []pluginlist.Row) []string {
 	var problems []string
 	lf, lockErr := store.ReadLock()
 	if lockErr != nil {
@@ -415,7 +216,7 @@ func verifyRows(store *pluginstore.Store, rows []pluginRow) []string {
 		}
 		switch err := byPath[r.Path]; {
 		case errors.Is(err, pluginstore.ErrModified) || errors.Is(err, pluginstore.ErrLockMismatch):
-			r.Status, r.Detail = statusModified, err.Error()
+			r.Status, r.Detail = pluginlist.StatusModified, err.Error()
 			problems = append(problems, fmt.Sprintf("plugin %s %s: binary modified: %v", r.Name, r.Version, err))
 		case err != nil:
 			if r.Status == "active" {
@@ -424,7 +225,7 @@ func verifyRows(store *pluginstore.Store, rows []pluginRow) []string {
 			r.Detail = err.Error()
 			problems = append(problems, fmt.Sprintf("plugin %s %s: %v", r.Name, r.Version, err))
 		case lockErr != nil && r.Status == "active":
-			r.Status, r.Detail = statusLockUnreadable, lockErr.Error()
+			r.Status, r.Detail = pluginlist.StatusLockUnreadable, lockErr.Error()
 		}
 		// Under pluginTrust.policy warn, what enforce would refuse is
 		// flagged: a signature that is invalid or by an untrusted key, and
@@ -456,7 +257,7 @@ func statusOf(e pluginset.Entry, selected bool) string {
 	}
 }
 
-func installedRow(inst pluginstore.Installed) pluginRow {
+func installedRow(inst pluginstore.Installed) pluginlist.Row {
 	r := describeRow(inst.Description, inst.Source, inst.SHA256)
 	r.Name, r.Version, r.Path = inst.Name, inst.Version, inst.Path
 	if inst.InsecureSkipChecksum {
@@ -465,8 +266,8 @@ func installedRow(inst pluginstore.Installed) pluginRow {
 	return r
 }
 
-func describeRow(d *sdk.Description, source, sum string) pluginRow {
-	r := pluginRow{Source: source, SHA256: sum, Hooks: []string{}, Dependencies: []string{}}
+func describeRow(d *sdk.Description, source, sum string) pluginlist.Row {
+	r := pluginlist.Row{Source: source, SHA256: sum, Hooks: []string{}, Dependencies: []string{}}
 	if d == nil {
 		return r
 	}

@@ -53,7 +53,7 @@ from); or give the repository. Reads the tag list and one manifest per version.`
 				if !v.Runnable {
 					runs = "no (" + v.Why + ")"
 				}
-				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{v.Version, dash(v.Protocol), dash(strings.Join(v.Platforms, ",")), dash(v.Signature), runs}, "\t")))
+				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{v.Version, cli.Dash(v.Protocol), cli.Dash(strings.Join(v.Platforms, ",")), cli.Dash(v.Signature), runs}, "\t")))
 			}
 			return tw.Flush()
 		},
@@ -186,7 +186,7 @@ Exit status 0 either way; -o json for scripts.`,
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tINSTALLED\tWANTED\tLATEST\tSOURCE")
 			for _, r := range rows {
-				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, r.Installed, dash(r.Wanted), dash(r.Latest), r.Source}, "\t")))
+				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, r.Installed, cli.Dash(r.Wanted), cli.Dash(r.Latest), r.Source}, "\t")))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

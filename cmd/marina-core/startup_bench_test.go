@@ -272,6 +272,38 @@ func BenchmarkStartup(b *testing.B) {
 	}
 }
 
+// BenchmarkHandOver: what the front costs a command it hands to
+// marina-core: `marina help` (the front starts, finds the command is not
+// its own, and execs marina-core) against `marina-core help` run directly,
+// alternating with the hello-world baseline. The overhead is reported
+// against one hello-world start (the least a Go program costs); never
+// asserted.
+func BenchmarkHandOver(b *testing.B) {
+	hello, spawn := startupBins(b)
+	env := []string{"HOME=" + b.TempDir(), "PATH=" + os.Getenv("PATH")}
+	var front, core, base []procRun
+	for b.Loop() {
+		for _, x := range []struct {
+			argv []string
+			into *[]procRun
+		}{{[]string{marinaBin, "help"}, &front}, {[]string{coreBin, "help"}, &core}, {[]string{hello}, &base}} {
+			r, err := spawnMeasure(spawn, env, x.argv...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			*x.into = append(*x.into, r)
+		}
+	}
+	fWall, _, _ := medians(front)
+	cWall, _, _ := medians(core)
+	hWall, _, _ := medians(base)
+	extra := fWall - cWall
+	b.ReportMetric(extra, "handover-ms")
+	b.ReportMetric(hWall, "hello-ms")
+	bench.Figure(b, "hand-over to marina-core (marina help)", fmt.Sprintf("+%.1f ms (%.1f vs %.1f ms)", extra, fWall, cWall),
+		"<= 1x hello", fmt.Sprintf("marina-core help %.1f ms, hello %.1f ms", cWall, hWall), extra <= hWall)
+}
+
 // reportStartup reports the medians of runs against base and logs one
 // "figure" line per goal (test/bench/summary.sh's input).
 func reportStartup(b *testing.B, what string, runs, base []procRun) {
@@ -371,8 +403,8 @@ func sumClock(inits []pkgInit) float64 {
 }
 
 // BenchmarkStartupInit: the summed package initialisation of `marina
-// version` (GODEBUG=inittrace=1: every package's "ms clock"), against the
-// hello-world baseline's in the same run. Goal (issue 14): ≤ 10 ms
+// version` (GODEBUG=inittrace=1: every package's "ms clock"; the front),
+// and of marina-core's, against the hello-world baseline's in the same run. Goal (issue 14): ≤ 10 ms
 // (init-ms). Also reported: init-pkgs (packages with init work), init-MiB
 // (allocated by init), hello-init-ms; the five slowest packages (mean over
 // the runs) are logged. Never asserted.
@@ -382,6 +414,7 @@ func BenchmarkStartupInit(b *testing.B) {
 	var sums, helloSums []float64
 	perPkg := map[string]float64{}
 	var pkgs, allocated float64
+	var coreSums []float64
 	for b.Loop() {
 		inits, err := initTrace(env, marinaBin, "version")
 		if err != nil {
@@ -392,6 +425,11 @@ func BenchmarkStartupInit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		c, err := initTrace(env, coreBin, "version")
+		if err != nil {
+			b.Fatal(err)
+		}
+		coreSums = append(coreSums, sumClock(c))
 		b.StartTimer()
 		sums, helloSums = append(sums, sumClock(inits)), append(helloSums, sumClock(h))
 		for _, p := range inits {
@@ -408,6 +446,12 @@ func BenchmarkStartupInit(b *testing.B) {
 	b.ReportMetric(hSum, "hello-init-ms")
 	bench.Figure(b, "marina version package init", fmt.Sprintf("%.1f ms", sum),
 		fmt.Sprintf("<= %g ms", goalInitMS), fmt.Sprintf("hello %.2f ms", hSum), sum <= goalInitMS)
+	// marina-core's: what every command the front hands over, and every
+	// built-in plugin process, pays.
+	coreSum := medianFloat(coreSums)
+	b.ReportMetric(coreSum, "core-init-ms")
+	bench.Figure(b, "marina-core package init", fmt.Sprintf("%.1f ms", coreSum),
+		fmt.Sprintf("<= %g ms", goalInitMS), fmt.Sprintf("hello %.2f ms", hSum), coreSum <= goalInitMS)
 	type slow struct {
 		pkg string
 		ms  float64

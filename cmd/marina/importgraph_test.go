@@ -43,9 +43,11 @@ var frontPackages = []string{
 	"github.com/bcollard/marina/core/exitcode",
 	"github.com/bcollard/marina/core/homeenv",
 	"github.com/bcollard/marina/core/labstatus",
+	"github.com/bcollard/marina/core/pluginlist",
 	"github.com/bcollard/marina/core/pluginsign",
 	"github.com/bcollard/marina/core/slot",
 	"github.com/bcollard/marina/core/suggest",
+	"github.com/bcollard/marina/core/termsafe",
 	"github.com/bcollard/marina/core/userfile",
 	"github.com/bcollard/marina/core/vm",
 }

@@ -1,6 +1,7 @@
 // Command marina is marina's front, the program users run. It answers
-// version, config path, config view and the status of a lab whose machine
-// certainly does not run itself, and replaces itself (execve)
+// version, config path, config view, the status of a lab whose machine
+// certainly does not run and the plugin list of a lab whose plugins are all
+// built in itself, and replaces itself (execve)
 // with marina-core, found beside it, for every other command line: same
 // process, arguments, environment, standard streams, signals and exit
 // status, so nothing downstream can tell. The front links only light
@@ -26,6 +27,7 @@ import (
 	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/homeenv"
+	"github.com/bcollard/marina/core/pluginlist"
 )
 
 // CoreName is the program the front hands over to, beside the front.
@@ -56,7 +58,9 @@ func newRoot() *cobra.Command {
 	root := cli.NewRoot(os.Stdin, os.Stdout, os.Stderr, g)
 	config := cli.NewConfigCmd()
 	config.AddCommand(cli.NewConfigPathCmd(os.Stdout, os.Stderr, g), cli.NewConfigViewCmd(os.Stdout, os.Stderr, g))
-	root.AddCommand(cli.NewVersionCmd(os.Stdout), config, newStatusCmd(os.Stdout, os.Stderr, g))
+	plugin := cli.NewPluginCmd()
+	plugin.AddCommand(pluginlist.NewCmd(os.Stdout, pluginRows(g, os.Stderr)))
+	root.AddCommand(cli.NewVersionCmd(os.Stdout), config, plugin, newStatusCmd(os.Stdout, os.Stderr, g))
 	return root
 }
 

@@ -173,7 +173,7 @@ func TestFrontHandsOver(t *testing.T) {
 		{"config", "validate", "-c", h + "/bad.yaml"},
 		{"config", "validate", "-c", h + "/good.yaml", "-o", "json"},
 		{"no-such-command"},
-		{"plugin", "list", "-o", "json"},
+		{"plugin", "info", "metallb"},
 		{"cluster", "list", "-o", "xml"},
 		{"--", "version"},
 		// a plugin version constraint: only marina-core parses semver
@@ -235,12 +235,12 @@ func TestFrontWithoutCore(t *testing.T) {
 func TestAnswers(t *testing.T) {
 	keep := [][]string{
 		{"version"}, {"version", "-o", "json"}, {"config", "view"}, {"config", "path"}, {"status"}, {"st", "-o", "yaml"},
-		{"-c", "x.yaml", "config", "view"}, {"--set", "vm.cpus=2", "config", "view"},
+		{"-c", "x.yaml", "config", "view"}, {"--set", "vm.cpus=2", "config", "view"}, {"plugin", "list"}, {"plugin", "ls", "-o", "wide"},
 		{"config", "view", "--set", "a=b"}, {"version", "--bogus"}, {"version", "extra"},
 	}
 	give := [][]string{
 		{}, {"help"}, {"--help"}, {"-h"}, {"version", "-h"}, {"--help=true"}, {"--debug", "version"},
-		{"version", "--debug=true"}, {"config"}, {"config", "validate"}, {"doctor"}, {"plugin", "list"},
+		{"version", "--debug=true"}, {"config"}, {"config", "validate"}, {"doctor"}, {"plugin"}, {"plugin", "info", "x"},
 		{"up"}, {"completion", "bash"}, {"__complete", "ver"}, {"--", "version"}, {"-c", "help", "config", "view"},
 		{"no-such"},
 	}
@@ -268,7 +268,7 @@ func TestAnswers(t *testing.T) {
 	}
 	walk(newRoot())
 	slices.Sort(paths)
-	if want := []string{"marina config path", "marina config view", "marina status", "marina version"}; !slices.Equal(paths, want) {
+	if want := []string{"marina config path", "marina config view", "marina plugin list", "marina status", "marina version"}; !slices.Equal(paths, want) {
 		t.Errorf("the front's commands are %q, want %q (update the docs and this test together)", paths, want)
 	}
 }
@@ -341,6 +341,65 @@ func TestFrontStatus(t *testing.T) {
 		}
 		if front, core := run(t, frontBin, env, "status", "-o", "json"), run(t, coreBin, env, "status", "-o", "json"); front != core {
 			t.Errorf("marina status with %q through the front: %+v\nmarina-core: %+v", env, front, core)
+		}
+	}
+}
+
+// TestFrontPluginList: the front lists a lab whose plugins are all built in
+// exactly as marina-core does (a disabled dependency included), and hands
+// over every other: something installed, a lock file, a plugin of the
+// config that is not built in, a version constraint.
+func TestFrontPluginList(t *testing.T) {
+	h := home(t)
+	env := []string{"HOME=" + h}
+	alone := [][]string{
+		{"plugin", "list"}, {"plugin", "ls", "-o", "wide"}, {"plugin", "list", "-o", "json"}, {"plugin", "list", "-o", "yaml"},
+		{"plugin", "list", "-o", "xml"}, {"plugin", "list", "extra"},
+		{"--set", "plugins.localdns.enabled=false", "plugin", "list"},
+		{"--set", "plugins.localdns.enabled=false", "plugin", "list", "-o", "json"},
+		{"--set", "plugins.metallb.enabled=false", "--set", "plugins.coredns.enabled=false", "plugin", "list", "-o", "wide"},
+	}
+	for _, args := range alone {
+		front, core := run(t, frontOnly, env, args...), run(t, coreBin, env, args...)
+		if front != core {
+			t.Errorf("marina %q:\nfront (alone): exit %d\nstdout:\n%s\nstderr:\n%s\nmarina-core: exit %d\nstdout:\n%s\nstderr:\n%s",
+				args, front.code, front.stdout, front.stderr, core.code, core.stdout, core.stderr)
+		}
+	}
+	// Not vacuous: a disabled dependency makes externaldns unavailable.
+	if r := run(t, frontOnly, env, "--set", "plugins.localdns.enabled=false", "plugin", "list"); r.code != 0 ||
+		!strings.Contains(r.stdout, "externaldns  0.1.0    built-in  2      unavailable") || !strings.Contains(r.stdout, "localdns     0.1.0    built-in  2      disabled") {
+		t.Errorf("plugin list with localdns disabled: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(h, ".marina")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("plugin list wrote to ~/.marina: %v", err)
+	}
+
+	installed, locked := home(t), home(t)
+	if err := os.MkdirAll(filepath.Join(installed, ".marina", "plugins", "acme", "1.0.0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(locked, ".marina"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(locked, ".marina", "plugins.lock"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		home string
+		args []string
+	}{
+		{installed, []string{"plugin", "list", "-o", "json"}},
+		{locked, []string{"plugin", "list"}},
+		{h, []string{"--set", "plugins.acme.enabled=true", "plugin", "list"}},
+		{h, []string{"--set", "plugins.acme.version=^1", "plugin", "list", "-o", "wide"}},
+	} {
+		env := []string{"HOME=" + c.home}
+		if r := run(t, frontOnly, env, c.args...); r.code != 1 || !strings.Contains(r.stderr, CoreName+", the program behind") {
+			t.Errorf("marina %q (home %s) without marina-core: exit %d, want the front to hand over\n%s%s", c.args, c.home, r.code, r.stdout, r.stderr)
+		}
+		if front, core := run(t, frontBin, env, c.args...), run(t, coreBin, env, c.args...); front != core {
+			t.Errorf("marina %q through the front: %+v\nmarina-core: %+v", c.args, front, core)
 		}
 	}
 }

@@ -117,3 +117,11 @@ func Report(err error, errw io.Writer) int {
 	}
 	return exitcode.Of(err)
 }
+
+// Dash is s, or "-" for an empty table cell.
+func Dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

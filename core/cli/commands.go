@@ -124,3 +124,17 @@ marina doctor for a pass/fail check.`,
 	OutputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
+
+// NewPluginCmd is `marina plugin`, without its subcommands.
+func NewPluginCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "plugin",
+		Short:   "List, install, select and write plugins",
+		GroupID: GroupPlugins,
+		Long: `Plugins are separate programs marina runs over gRPC at lifecycle hooks (PostUp,
+PreCluster, PostCluster, PreClusterDelete, PreDown, PreDestroy). Installed plugins live in
+~/.marina/plugins/<name>/<version>/, several versions side by side; the config selects one
+with plugins.<name>.version (a semver constraint) and ~/.marina/plugins.lock records the
+choice and the binary's sha256, checked before every launch. See docs/plugins.md.`,
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/vm"
 )
 
@@ -180,14 +181,7 @@ func printStatus(w io.Writer, st *Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tCOMPONENT\tSTATE\tIP\tIMAGE")
 	for _, s := range st.Services {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", s.Name, dash(s.Component), s.State, dash(s.IP), s.Image)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", s.Name, cli.Dash(s.Component), s.State, cli.Dash(s.IP), s.Image)
 	}
 	_ = tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -10,12 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/plugin"
+	"github.com/bcollard/marina/core/pluginlist"
 	"github.com/bcollard/marina/core/pluginstore"
 	"github.com/bcollard/marina/sdk"
 )
@@ -116,75 +116,31 @@ func Enabled(entries []Entry) ([]plugin.Plugin, error) {
 	return ps, errors.Join(errs...)
 }
 
-// DependencyProblems says, for each enabled plugin that could otherwise run,
-// why its dependencies keep it from running, with the fix: a required
-// dependency that is disabled, neither built in nor in the config, or
-// cannot run itself (for its own problem or, in turn, its dependencies),
-// and a dependency (required, or optional and running) whose selected
-// version does not satisfy the declared constraint. These are the checks
-// the dispatcher makes before a run (core/plugin's dependency graph, but
-// for cycles), made from the entries alone: no plugin is started. Plugins
-// without a problem are not in the map.
+// DependencyProblems is pluginlist.DependencyProblems for entries, with
+// semver checking the versions dependencies declare.
 func DependencyProblems(entries []Entry) map[string]string {
-	byName := make(map[string]*Entry, len(entries))
-	for i := range entries {
-		byName[entries[i].Name] = &entries[i]
-	}
-	problems := map[string]string{}
-	for changed := true; changed; {
-		changed = false
-		for i := range entries {
-			e := &entries[i]
-			if !e.Enabled || e.Problem != "" || e.Description == nil || problems[e.Name] != "" {
-				continue
-			}
-			if msg := dependencyProblem(e, byName, problems); msg != "" {
-				problems[e.Name], changed = msg, true
+	nodes := make([]pluginlist.Node, len(entries))
+	for i, e := range entries {
+		nodes[i] = pluginlist.Node{Name: e.Name, Enabled: e.Enabled, Problem: e.Problem, Described: e.Description != nil}
+		if d := e.Description; d != nil {
+			nodes[i].Version = d.Version
+			for _, dep := range d.Dependencies {
+				nodes[i].Dependencies = append(nodes[i].Dependencies, pluginlist.Dependency{Name: dep.Name, Version: dep.Version, Optional: dep.Optional})
 			}
 		}
 	}
-	return problems
+	return pluginlist.DependencyProblems(nodes, satisfies)
 }
 
-// dependencyProblem is DependencyProblems for e, given the problems found so far.
-func dependencyProblem(e *Entry, byName map[string]*Entry, problems map[string]string) string {
-	var msgs []string
-	for _, dep := range e.Description.Dependencies {
-		d, known := byName[dep.Name]
-		if dep.Name == e.Name {
-			continue
-		}
-		var blocked string
-		switch {
-		case !known:
-			blocked = fmt.Sprintf("plugin %s requires plugin %s, which is neither built in nor in the config: install it if it is not installed (`marina plugin install SOURCE`) and enable it with `marina plugin enable %s`, or disable %s", e.Name, dep.Name, dep.Name, e.Name)
-		case !d.Enabled:
-			blocked = fmt.Sprintf("plugin %s requires plugin %s, which is disabled: enable it with `marina plugin enable %s`, or disable %s", e.Name, dep.Name, dep.Name, e.Name)
-		case d.Problem != "":
-			blocked = fmt.Sprintf("plugin %s requires plugin %s, which cannot run: %s", e.Name, dep.Name, d.Problem)
-		case problems[dep.Name] != "":
-			blocked = fmt.Sprintf("plugin %s requires plugin %s, which cannot run: %s", e.Name, dep.Name, problems[dep.Name])
-		}
-		if blocked != "" {
-			if !dep.Optional {
-				msgs = append(msgs, blocked)
-			}
-			continue
-		}
-		if dep.Version == "" || d.Description == nil {
-			continue
-		}
-		c, err := semver.NewConstraint(dep.Version)
-		if err != nil {
-			msgs = append(msgs, fmt.Sprintf("plugin %s declares dependency %s with version %q, which is not a semver constraint: report this to the plugin's maintainer", e.Name, dep.Name, dep.Version))
-			continue
-		}
-		if v, err := semver.NewVersion(d.Description.Version); err != nil || !c.Check(v) {
-			msgs = append(msgs, fmt.Sprintf("plugin %s requires %s %s, but %s %s is selected: select a matching version with plugins.%s.version in the config (or install one), or disable %s",
-				e.Name, dep.Name, dep.Version, dep.Name, d.Description.Version, dep.Name, e.Name))
-		}
+// satisfies is pluginlist.Satisfies with Masterminds/semver; a version that
+// does not parse satisfies nothing.
+func satisfies(constraint, version string) (bool, error) {
+	c, err := semver.NewConstraint(constraint)
+	if err != nil {
+		return false, err
 	}
-	return strings.Join(msgs, "; ")
+	v, err := semver.NewVersion(version)
+	return err == nil && c.Check(v), nil
 }
 
 func configJSON(m map[string]any) ([]byte, error) {

@@ -1,0 +1,155 @@
+// Package pluginlist is `marina plugin list`'s rows and table, shared by
+// marina-core and the front (cmd/marina), which lists a lab whose plugins
+// are all built in by itself; the built-in plugins' descriptions as this
+// build has them (builtins.go, kept equal to the plugins' own by
+// cmd/marina-core's TestBuiltinTable); and the check of the dependencies
+// among a plugin set that needs no plugin started. Light: the front links it.
+package pluginlist
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/bcollard/marina/core/cli"
+	"github.com/bcollard/marina/core/termsafe"
+)
+
+// Row is one line of `plugin list`.
+type Row struct {
+	Name         string   `json:"name" yaml:"name"`
+	Version      string   `json:"version" yaml:"version"`
+	Source       string   `json:"source" yaml:"source"`
+	Protocol     string   `json:"protocol" yaml:"protocol"`
+	Hooks        []string `json:"hooks" yaml:"hooks"`
+	Dependencies []string `json:"dependencies" yaml:"dependencies"`
+	Status       string   `json:"status" yaml:"status"`
+	Detail       string   `json:"detail,omitempty" yaml:"detail,omitempty"`
+	SHA256       string   `json:"sha256,omitempty" yaml:"sha256,omitempty"`
+	Path         string   `json:"path,omitempty" yaml:"path,omitempty"`
+	// Signature is the installed build's signature checked against
+	// pluginTrust.keys: "signed by NAME", "unsigned", "untrusted (...)",
+	// "invalid (...)"; empty for built-ins.
+	Signature string `json:"signature,omitempty" yaml:"signature,omitempty"`
+}
+
+// TableWidth is the width the default `plugin list` table keeps
+// within (for sources up to SourceWidth and the usual names).
+const (
+	TableWidth  = 100
+	SourceWidth = 40
+)
+
+// WriteTable writes rows as `plugin list`'s table. The default table
+// has NAME, VERSION, SOURCE (shortened), the number of HOOKS and STATUS,
+// and below it, for each row with a detail, "NAME VERSION: STATUS (DETAIL)"
+// wrapped to TableWidth; wide has every column, the sources whole
+// and the details in the STATUS column. Plugin-provided text is cleaned.
+func WriteTable(w io.Writer, rows []Row, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if wide {
+		fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSIGNATURE\tSTATUS")
+		for _, r := range rows {
+			fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, cli.Dash(r.Version), r.Source, cli.Dash(r.Protocol),
+				cli.Dash(strings.Join(r.Hooks, ",")), cli.Dash(strings.Join(r.Dependencies, ",")), cli.Dash(r.Signature), StatusDetail(r)}, "\t")))
+		}
+		return tw.Flush()
+	}
+	fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tHOOKS\tSTATUS")
+	var notes []string
+	for _, r := range rows {
+		hooks := "-"
+		if len(r.Hooks) > 0 {
+			hooks = fmt.Sprint(len(r.Hooks))
+		}
+		fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, cli.Dash(r.Version), ShortSource(r.Source), hooks, r.Status}, "\t")))
+		if r.Detail != "" {
+			what := r.Name
+			if r.Version != "" {
+				what += " " + r.Version
+			}
+			notes = append(notes, WrapWords(termsafe.Line(what+": "+StatusDetail(r)), TableWidth, "  "))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(notes) > 0 {
+		_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
+		return err
+	}
+	return nil
+}
+
+func StatusDetail(r Row) string {
+	if r.Detail == "" {
+		return r.Status
+	}
+	return r.Status + " (" + r.Detail + ")"
+}
+
+// InsecureSourceMark is what installedRow appends to the source of an
+// https install made without a checksum; the default table abbreviates it.
+const InsecureSourceMark = " [checksum skipped at install]"
+
+// ShortSource is a source as the default `plugin list` table shows it:
+// the home directory as ~ and, past SourceWidth, its last components
+// after "…" (the file name or tag, which tells installs apart).
+func ShortSource(src string) string {
+	mark := ""
+	if rest, ok := strings.CutSuffix(src, InsecureSourceMark); ok {
+		src, mark = rest, " [checksum skipped]"
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "/" && strings.HasPrefix(src, home+"/") {
+		src = "~" + strings.TrimPrefix(src, home)
+	}
+	if r := []rune(src); len(r) > SourceWidth {
+		tail := string(r[len(r)-SourceWidth+1:])
+		if i := strings.Index(tail, "/"); i >= 0 && i < len(tail)-1 {
+			tail = tail[i:] // from a path or URL component
+		}
+		src = "…" + tail
+	}
+	return src + mark
+}
+
+// WrapWords wraps s at spaces to lines of at most width runes, the lines
+// after the first indented. A span in backquotes (a command to copy) is
+// kept on one line; a word or span longer than a line gets one of its own.
+func WrapWords(s string, width int, indent string) string {
+	var words []string
+	for _, f := range strings.Fields(s) {
+		if n := len(words); n > 0 && strings.Count(words[n-1], "`")%2 == 1 {
+			words[n-1] += " " + f // inside a backquoted span
+			continue
+		}
+		words = append(words, f)
+	}
+	var b strings.Builder
+	col := 0
+	for _, word := range words {
+		n := utf8.RuneCountInString(word)
+		switch {
+		case col == 0:
+		case col+1+n > width:
+			b.WriteString("\n" + indent)
+			col = utf8.RuneCountInString(indent)
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(word)
+		col += n
+	}
+	return b.String()
+}
+
+// Statuses `plugin list` shows besides active, installed, disabled and unavailable.
+const (
+	StatusModified       = "modified"
+	StatusLockUnreadable = "lock unreadable"
+	StatusShadowed       = "shadowed"
+)
