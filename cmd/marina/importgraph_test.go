@@ -35,6 +35,7 @@ var frontModules = []string{
 // a process, opens a connection or does work at init.
 var frontPackages = []string{
 	"github.com/bcollard/marina/cmd/marina",
+	"github.com/bcollard/marina/cmd/marina/internal/dispatch",
 	"github.com/bcollard/marina/core/atomicfile",
 	"github.com/bcollard/marina/core/buildinfo",
 	"github.com/bcollard/marina/core/cli",

@@ -1,41 +1,38 @@
 // Command marina is marina's front, the program users run. It answers
 // version, config path, config view, the status of a lab whose machine
 // certainly does not run and the plugin list of a lab whose plugins are all
-// built in itself, and replaces itself (execve)
-// with marina-core, found beside it, for every other command line: same
-// process, arguments, environment, standard streams, signals and exit
-// status, so nothing downstream can tell. The front links only light
+// built in itself, and replaces itself (execve) with marina-core, found
+// beside it, for every other command line: same process, arguments,
+// environment, standard streams, signals and exit status, so nothing
+// downstream can tell. The front links only light
 // packages (core/cli and what it needs; TestFrontImportGraph keeps it so),
 // so what it answers starts like a small CLI; marina-core links Docker's
 // and Kubernetes' clients, gRPC and the built-in plugins (issue 14).
 //
 // When in doubt it hands over: help in any form, --debug, an unknown
-// command or a command it does not serve.
+// command or a command it does not serve. A command line whose first word
+// is not one of its commands is handed over before its packages initialize
+// (internal/dispatch).
 package main
 
 import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	// Its init hands a command line that is certainly marina-core's over
+	// before the other packages initialize (see the package).
+	"github.com/bcollard/marina/cmd/marina/internal/dispatch"
 	"github.com/bcollard/marina/core/buildinfo"
 	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/homeenv"
 	"github.com/bcollard/marina/core/pluginlist"
 )
-
-// CoreName is the program the front hands over to, beside the front.
-const CoreName = "marina-core"
-
-// CoreEnv names a marina-core to use instead of the one beside the front
-// (a development checkout's `go run ./cmd/marina`).
-const CoreEnv = "MARINA_CORE"
 
 func main() {
 	args := os.Args[1:]
@@ -68,12 +65,8 @@ func newRoot() *cobra.Command {
 // runnable commands, and ask for no help and no debug output (marina-core
 // has every command's help, and the debug details of its start).
 func answers(root *cobra.Command, args []string) bool {
-	for _, a := range args {
-		switch {
-		case a == "help", a == "-h", a == "--help", strings.HasPrefix(a, "--help="),
-			a == "--debug", strings.HasPrefix(a, "--debug="), a == "--":
-			return false
-		}
+	if dispatch.CoreOnly(args) {
+		return false
 	}
 	c, _, err := root.Find(args)
 	return err == nil && c != root && c.Runnable()
@@ -82,62 +75,29 @@ func answers(root *cobra.Command, args []string) bool {
 // handOver replaces this process with marina-core running args. It returns
 // only when that fails, with the exit status to leave with.
 func handOver(args []string) int {
-	core, err := corePath()
-	if err != nil {
+	core, tried, err := dispatch.Find()
+	var usage *dispatch.UsageError
+	switch {
+	case errors.As(err, &usage):
+		return cli.Report(exitcode.NewUsage(usage.Err), os.Stderr)
+	case err != nil:
 		return cli.Report(err, os.Stderr)
+	case core == "":
+		return cli.Report(notFound(tried), os.Stderr)
 	}
 	err = syscall.Exec(core, append([]string{core}, args...), homeenv.Original)
 	return cli.Report(fmt.Errorf("starting %s: %w", core, err), os.Stderr)
 }
 
-// corePath finds marina-core: $MARINA_CORE when set, else beside the
-// front's real file (what a Homebrew symlink points to), else beside the
-// symlink. Never from PATH: a marina-core of another version would answer
-// for this marina.
-func corePath() (string, error) {
-	if p := os.Getenv(CoreEnv); p != "" {
-		if err := isProgram(p); err != nil {
-			return "", exitcode.NewUsage(fmt.Errorf("%s=%s: %v; unset it to use the %s beside marina", CoreEnv, p, err, CoreName))
-		}
-		return p, nil
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("finding %s: %v", CoreName, err)
-	}
-	dirs := []string{filepath.Dir(self)}
-	if real, err := filepath.EvalSymlinks(self); err == nil && filepath.Dir(real) != dirs[0] {
-		dirs = append([]string{filepath.Dir(real)}, dirs...)
-	}
-	var tried []string
-	for _, dir := range dirs {
-		p := filepath.Join(dir, CoreName)
-		if isProgram(p) == nil {
-			return p, nil
-		}
-		tried = append(tried, p)
-	}
+// notFound says marina-core is missing and how to install it.
+func notFound(tried []string) error {
 	v := buildinfo.Version
 	if !strings.HasPrefix(v, "v") {
 		v = "latest" // a development build: no tag to match
 	}
-	return "", fmt.Errorf("%s, the program behind every marina command but version, config path and config view, "+
+	return fmt.Errorf("%s, the program behind every marina command but version, config path and config view, "+
 		"is not at %s. It ships beside marina in every release, and `make build` and `make install` build both; "+
 		"after `go install`, install it too, at the same version: "+
 		"go install github.com/bcollard/marina/cmd/marina@%s github.com/bcollard/marina/cmd/%s@%s "+
-		"(or set %s to its path)", CoreName, strings.Join(tried, " or "), v, CoreName, v, CoreEnv)
-}
-
-// isProgram returns nil when p is an executable regular file.
-func isProgram(p string) error {
-	st, err := os.Stat(p)
-	switch {
-	case err != nil:
-		return err
-	case !st.Mode().IsRegular():
-		return fmt.Errorf("not a regular file")
-	case st.Mode()&0o111 == 0:
-		return fmt.Errorf("not executable")
-	}
-	return nil
+		"(or set %s to its path)", dispatch.CoreName, strings.Join(tried, " or "), v, dispatch.CoreName, v, dispatch.CoreEnv)
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/bcollard/marina/cmd/marina/internal/dispatch"
 )
 
 // The front and marina-core, built once, side by side in binDir as
@@ -28,7 +30,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = filepath.Join(dir, "bin")
-	frontBin, coreBin = filepath.Join(binDir, "marina"), filepath.Join(binDir, CoreName)
+	frontBin, coreBin = filepath.Join(binDir, "marina"), filepath.Join(binDir, dispatch.CoreName)
 	build := exec.Command("go", "build", "-o", binDir+string(filepath.Separator), ".", "../marina-core")
 	build.Env = append(os.Environ(), buildCgo())
 	build.Stderr = os.Stderr
@@ -189,8 +191,8 @@ func TestFrontHandsOver(t *testing.T) {
 					front, args, got.code, got.stdout, got.stderr, core.code, core.stdout, core.stderr)
 			}
 		}
-		if got := run(t, frontOnly, append([]string{CoreEnv + "=" + coreBin}, env...), args...); got != core {
-			t.Errorf("%s=%s marina %q: exit %d, stderr %s; marina-core: exit %d", CoreEnv, coreBin, args, got.code, got.stderr, core.code)
+		if got := run(t, frontOnly, append([]string{dispatch.CoreEnv + "=" + coreBin}, env...), args...); got != core {
+			t.Errorf("%s=%s marina %q: exit %d, stderr %s; marina-core: exit %d", dispatch.CoreEnv, coreBin, args, got.code, got.stderr, core.code)
 		}
 	}
 	// Not vacuous: the cases include failures with each status.
@@ -212,7 +214,7 @@ func TestFrontWithoutCore(t *testing.T) {
 		if r.code != 1 || r.stdout != "" {
 			t.Errorf("marina %q without marina-core: exit %d, stdout %q; want exit 1 and nothing on stdout", args, r.code, r.stdout)
 		}
-		for _, want := range []string{filepath.Join(filepath.Dir(frontOnly), CoreName), "go install github.com/bcollard/marina/cmd/marina@latest github.com/bcollard/marina/cmd/marina-core@latest", CoreEnv} {
+		for _, want := range []string{filepath.Join(filepath.Dir(frontOnly), dispatch.CoreName), "go install github.com/bcollard/marina/cmd/marina@latest github.com/bcollard/marina/cmd/marina-core@latest", dispatch.CoreEnv} {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("marina %q without marina-core: stderr lacks %q:\n%s", args, want, r.stderr)
 			}
@@ -223,9 +225,9 @@ func TestFrontWithoutCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{filepath.Join(t.TempDir(), "nothing"), t.TempDir(), plain} {
-		r := run(t, frontOnly, append([]string{CoreEnv + "=" + bad}, env...), "doctor")
-		if r.code != 2 || !strings.Contains(r.stderr, CoreEnv+"="+bad) {
-			t.Errorf("%s=%s marina doctor: exit %d, want 2 and the variable named:\n%s", CoreEnv, bad, r.code, r.stderr)
+		r := run(t, frontOnly, append([]string{dispatch.CoreEnv + "=" + bad}, env...), "doctor")
+		if r.code != 2 || !strings.Contains(r.stderr, dispatch.CoreEnv+"="+bad) {
+			t.Errorf("%s=%s marina doctor: exit %d, want 2 and the variable named:\n%s", dispatch.CoreEnv, bad, r.code, r.stderr)
 		}
 	}
 }
@@ -336,7 +338,7 @@ func TestFrontStatus(t *testing.T) {
 		{"HOME=" + created, "MARINA_VM_DRIVER=lima"},
 		{"HOME=" + h, "MARINA_VM_DRIVER=host", "DOCKER_HOST=unix://" + sock},
 	} {
-		if r := run(t, frontOnly, env, "status"); r.code != 1 || !strings.Contains(r.stderr, CoreName+", the program behind") {
+		if r := run(t, frontOnly, env, "status"); r.code != 1 || !strings.Contains(r.stderr, dispatch.CoreName+", the program behind") {
 			t.Errorf("marina status with %q and no marina-core: exit %d, want the front to hand over (and fail to find marina-core)\n%s%s", env, r.code, r.stdout, r.stderr)
 		}
 		if front, core := run(t, frontBin, env, "status", "-o", "json"), run(t, coreBin, env, "status", "-o", "json"); front != core {
@@ -395,11 +397,42 @@ func TestFrontPluginList(t *testing.T) {
 		{h, []string{"--set", "plugins.acme.version=^1", "plugin", "list", "-o", "wide"}},
 	} {
 		env := []string{"HOME=" + c.home}
-		if r := run(t, frontOnly, env, c.args...); r.code != 1 || !strings.Contains(r.stderr, CoreName+", the program behind") {
+		if r := run(t, frontOnly, env, c.args...); r.code != 1 || !strings.Contains(r.stderr, dispatch.CoreName+", the program behind") {
 			t.Errorf("marina %q (home %s) without marina-core: exit %d, want the front to hand over\n%s%s", c.args, c.home, r.code, r.stdout, r.stderr)
 		}
 		if front, core := run(t, frontBin, env, c.args...), run(t, coreBin, env, c.args...); front != core {
 			t.Errorf("marina %q through the front: %+v\nmarina-core: %+v", c.args, front, core)
 		}
+	}
+}
+
+// TestDispatchFirst: a command line that is certainly marina-core's is
+// handed over before the front initializes cobra, viper or the YAML
+// packages (GODEBUG=inittrace: the front's init lines end where
+// marina-core's runtime starts again), and a front command still
+// initializes them (the trace is read right).
+func TestDispatchFirst(t *testing.T) {
+	env := []string{"HOME=" + t.TempDir(), "GODEBUG=inittrace=1"}
+	frontInits := func(args ...string) []string {
+		r := run(t, frontBin, env, args...)
+		var pkgs []string
+		for _, line := range strings.Split(r.stderr, "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == "init" {
+				if f[1] == "internal/bytealg" && len(pkgs) > 0 {
+					break // marina-core starts
+				}
+				pkgs = append(pkgs, f[1])
+			}
+		}
+		return pkgs
+	}
+	heavy := func(p string) bool {
+		return strings.Contains(p, "spf13") || strings.Contains(p, "yaml") || strings.Contains(p, "gotenv") || strings.Contains(p, "core/homeenv")
+	}
+	if pkgs := frontInits("cluster", "list", "--help"); len(pkgs) == 0 || slices.ContainsFunc(pkgs, heavy) {
+		t.Errorf("handing `cluster list --help` over, the front initialized %q", pkgs)
+	}
+	if pkgs := frontInits("version"); !slices.ContainsFunc(pkgs, heavy) {
+		t.Errorf("answering version, the front's init trace shows none of its packages: %q", pkgs)
 	}
 }
