@@ -55,6 +55,9 @@ var Original []string
 func init() {
 	Original = os.Environ()
 	Problem, Derived = ensure(os.Getenv, os.Setenv, passwdEntry, user.Current)
+	if !cgoLookup {
+		return
+	}
 	if _, err := user.Current(); err != nil {
 		// Only a cgo build gets here (see the package comment): Lima's
 		// osutil would panic on this error during its own init.
