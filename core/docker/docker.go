@@ -43,17 +43,9 @@ func Open(ctx context.Context, host string) (*Client, error) {
 	return &Client{api: api, host: host}, nil
 }
 
-// UnreachableError says the Docker engine did not answer.
-type UnreachableError struct {
-	Host string
-	Err  error
-}
-
-func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("the Docker engine at %s does not answer: %v", e.Host, e.Err)
-}
-
-func (e *UnreachableError) Unwrap() error { return e.Err }
+// UnreachableError says the Docker engine did not answer (the probe's type:
+// the host driver reports a missing engine in the same words either way).
+type UnreachableError = dockerprobe.UnreachableError
 
 // Host returns the endpoint.
 func (c *Client) Host() string { return c.host }

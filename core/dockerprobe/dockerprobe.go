@@ -33,19 +33,21 @@ func DefaultHost() string {
 // timeout bounds the probe's one connection attempt.
 const timeout = 2 * time.Second
 
-// NoEngineError says that no engine can be listening at Host.
-type NoEngineError struct {
+// UnreachableError says the Docker engine at Host did not answer: from
+// Absent, no engine can be listening there; from core/docker's Open (which
+// uses this type too), the client's ping failed.
+type UnreachableError struct {
 	Host string
 	Err  error
 }
 
-func (e *NoEngineError) Error() string {
+func (e *UnreachableError) Error() string {
 	return fmt.Sprintf("the Docker engine at %s does not answer: %v", e.Host, e.Err)
 }
 
-func (e *NoEngineError) Unwrap() error { return e.Err }
+func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// Absent returns a *NoEngineError when no engine can be listening at host
+// Absent returns an *UnreachableError when no engine can be listening at host
 // (a unix:// socket that does not exist or refuses, a tcp:// port that
 // refuses), and nil otherwise: something listens, or host is of a kind the
 // probe does not judge (ssh://, npipe://, TLS settings), and only Docker's
@@ -71,7 +73,7 @@ func Absent(host string) error {
 		return nil
 	}
 	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-		return &NoEngineError{Host: host, Err: err}
+		return &UnreachableError{Host: host, Err: err}
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func TestAbsent(t *testing.T) {
 	dir := t.TempDir()
 	missing := "unix://" + filepath.Join(dir, "missing.sock")
 	err := Absent(missing)
-	var ne *NoEngineError
+	var ne *UnreachableError
 	if !errors.As(err, &ne) || ne.Host != missing || !strings.Contains(err.Error(), "the Docker engine at "+missing+" does not answer: ") ||
 		!strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("Absent(%s) = %v", missing, err)
