@@ -32,7 +32,7 @@ func main() {
 	// plugins.NAME.version constraints are checked with semver, which the
 	// front does not link (config.CheckConstraint).
 	config.CheckConstraint = func(s string) error { _, err := semver.NewConstraint(s); return err }
-	// Built-in plugins: marina re-executed as `marina plugin-server NAME`.
+	// Built-in plugins: marina-core re-executed as `marina-core plugin-server NAME`.
 	// Served before any signal handling so the plugin behaves like any
 	// third-party plugin binary (SIGTERM ends it).
 	if len(os.Args) == 3 && os.Args[1] == pluginset.ServeArg {
