@@ -261,27 +261,17 @@ func installedRow(inst pluginstore.Installed) pluginlist.Row {
 	r := describeRow(inst.Description, inst.Source, inst.SHA256)
 	r.Name, r.Version, r.Path = inst.Name, inst.Version, inst.Path
 	if inst.InsecureSkipChecksum {
-		r.Source += " [checksum skipped at install]"
+		r.Source += pluginlist.InsecureSourceMark
 	}
 	return r
 }
 
 func describeRow(d *sdk.Description, source, sum string) pluginlist.Row {
-	r := pluginlist.Row{Source: source, SHA256: sum, Hooks: []string{}, Dependencies: []string{}}
 	if d == nil {
-		return r
+		return pluginlist.Row{Source: source, SHA256: sum, Hooks: []string{}, Dependencies: []string{}}
 	}
-	r.Name, r.Version, r.Protocol = d.Name, d.Version, d.Protocol
-	for _, h := range d.Hooks {
-		r.Hooks = append(r.Hooks, string(h))
-	}
-	for _, dep := range d.Dependencies {
-		s := dep.Name
-		if dep.Optional {
-			s += "?"
-		}
-		r.Dependencies = append(r.Dependencies, s)
-	}
+	r := pluginlist.RowOf(pluginset.Summarize(d), source)
+	r.SHA256 = sum
 	return r
 }
 

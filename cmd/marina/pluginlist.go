@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/bcollard/marina/core/cli"
 	"github.com/bcollard/marina/core/pluginlist"
@@ -57,11 +56,8 @@ func pluginRows(g *cli.Global, errw io.Writer) func() ([]pluginlist.Row, []strin
 		problems := pluginlist.DependencyProblems(nodes, nil)
 		rows := make([]pluginlist.Row, 0, len(nodes))
 		for i, b := range pluginlist.Builtins {
-			r := pluginlist.Row{Name: b.Name, Version: b.Version, Source: "built-in", Protocol: b.Protocol,
-				Hooks: append([]string{}, b.Hooks...), Dependencies: []string{}, Status: "disabled"}
-			for _, dep := range b.Dependencies {
-				r.Dependencies = append(r.Dependencies, dep.Name+strings.Repeat("?", boolInt(dep.Optional)))
-			}
+			r := pluginlist.RowOf(b, "built-in")
+			r.Status = "disabled"
 			if nodes[i].Enabled {
 				r.Status = "active"
 				if msg := problems[b.Name]; msg != "" {
@@ -72,11 +68,4 @@ func pluginRows(g *cli.Global, errw io.Writer) func() ([]pluginlist.Row, []strin
 		}
 		return rows, nil, nil
 	}
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -4,7 +4,7 @@ package pluginlist
 
 // Builtins are the plugins built into marina, in name order, as they
 // describe themselves (sdk.Describe): what plugin list shows of them.
-var Builtins = []Builtin{
+var Builtins = []Summary{
 	{Name: "coredns", Version: "0.1.0", Protocol: "1.0", Hooks: []string{"PostCluster"}, Dependencies: []Dependency{{Name: "localdns", Version: "", Optional: true}}},
 	{Name: "externaldns", Version: "0.1.0", Protocol: "1.0", Hooks: []string{"PostCluster", "PreClusterDelete"}, Dependencies: []Dependency{{Name: "localdns", Version: "", Optional: false}}},
 	{Name: "localdns", Version: "0.1.0", Protocol: "1.0", Hooks: []string{"PostUp", "PreDestroy"}},

@@ -102,12 +102,27 @@ func dependencyProblem(n *Node, byName map[string]*Node, problems map[string]str
 	return strings.Join(msgs, "; ")
 }
 
-// Builtin is a plugin built into marina as plugin list shows it (the part
-// of its sdk.Description the list needs).
-type Builtin struct {
+// Summary is the part of a plugin's sdk.Description that plugin list shows
+// (pluginset.Summarize makes it from one).
+type Summary struct {
 	Name         string
 	Version      string
 	Protocol     string
 	Hooks        []string
 	Dependencies []Dependency
+}
+
+// RowOf is the plugin list row of a plugin described by s, installed from
+// source ("built-in" for the built-ins), its status not yet set.
+func RowOf(s Summary, source string) Row {
+	r := Row{Name: s.Name, Version: s.Version, Source: source, Protocol: s.Protocol,
+		Hooks: append([]string{}, s.Hooks...), Dependencies: []string{}}
+	for _, dep := range s.Dependencies {
+		name := dep.Name
+		if dep.Optional {
+			name += "?"
+		}
+		r.Dependencies = append(r.Dependencies, name)
+	}
+	return r
 }

@@ -122,14 +122,24 @@ func DependencyProblems(entries []Entry) map[string]string {
 	nodes := make([]pluginlist.Node, len(entries))
 	for i, e := range entries {
 		nodes[i] = pluginlist.Node{Name: e.Name, Enabled: e.Enabled, Problem: e.Problem, Described: e.Description != nil}
-		if d := e.Description; d != nil {
-			nodes[i].Version = d.Version
-			for _, dep := range d.Dependencies {
-				nodes[i].Dependencies = append(nodes[i].Dependencies, pluginlist.Dependency{Name: dep.Name, Version: dep.Version, Optional: dep.Optional})
-			}
+		if e.Description != nil {
+			s := Summarize(e.Description)
+			nodes[i].Version, nodes[i].Dependencies = s.Version, s.Dependencies
 		}
 	}
 	return pluginlist.DependencyProblems(nodes, satisfies)
+}
+
+// Summarize is what plugin list shows of d.
+func Summarize(d *sdk.Description) pluginlist.Summary {
+	s := pluginlist.Summary{Name: d.Name, Version: d.Version, Protocol: d.Protocol, Hooks: []string{}}
+	for _, h := range d.Hooks {
+		s.Hooks = append(s.Hooks, string(h))
+	}
+	for _, dep := range d.Dependencies {
+		s.Dependencies = append(s.Dependencies, pluginlist.Dependency{Name: dep.Name, Version: dep.Version, Optional: dep.Optional})
+	}
+	return s
 }
 
 // satisfies is pluginlist.Satisfies with Masterminds/semver; a version that
