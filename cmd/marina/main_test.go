@@ -270,6 +270,17 @@ func TestAnswers(t *testing.T) {
 	}
 	walk(newRoot())
 	slices.Sort(paths)
+	// dispatch's first words (it decides before cobra exists) are the
+	// front's top-level commands and their aliases, no more, no less.
+	var words []string
+	for _, c := range newRoot().Commands() {
+		words = append(words, c.Name())
+		words = append(words, c.Aliases...)
+	}
+	slices.Sort(words)
+	if front := slices.Sorted(slices.Values(dispatch.FrontCommands)); !slices.Equal(words, front) {
+		t.Errorf("the front's top-level commands and aliases are %q, dispatch.FrontCommands %q", words, front)
+	}
 	if want := []string{"marina config path", "marina config view", "marina plugin list", "marina status", "marina version"}; !slices.Equal(paths, want) {
 		t.Errorf("the front's commands are %q, want %q (update the docs and this test together)", paths, want)
 	}
