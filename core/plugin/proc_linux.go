@@ -163,6 +163,17 @@ func reap(pid int) {
 var subreaper struct {
 	sync.Mutex
 	n int
+	// on is whether the kernel accepted PR_SET_CHILD_SUBREAPER.
+	on bool
+}
+
+// adoptsOrphans reports whether marina is a child subreaper now: then
+// every live process descended from a plugin it started is below marina
+// (re-parenting goes to the nearest living subreaper ancestor).
+func adoptsOrphans() bool {
+	subreaper.Lock()
+	defer subreaper.Unlock()
+	return subreaper.on
 }
 
 // holdSubreaper makes marina a child subreaper until release is called
@@ -171,7 +182,7 @@ func holdSubreaper() (release func()) {
 	subreaper.Lock()
 	defer subreaper.Unlock()
 	if subreaper.n == 0 {
-		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+		subreaper.on = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
 	}
 	subreaper.n++
 	var once sync.Once
@@ -182,6 +193,7 @@ func holdSubreaper() (release func()) {
 			subreaper.n--
 			if subreaper.n == 0 {
 				_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+				subreaper.on = false
 			}
 		})
 	}

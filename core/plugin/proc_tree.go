@@ -55,7 +55,7 @@ func newProcTree(root int, token string) *procTree {
 // members returns the tree's live processes now, and its zombies that
 // are marina's adopted children (to be reaped). It remembers every member.
 func (t *procTree) members() (live []procEntry, adoptedZombies []int) {
-	table := listProcs()
+	table := procTable(t.root, t.self)
 	children := map[int][]int{}
 	byPid := map[int]procEntry{}
 	for _, e := range table {

@@ -34,3 +34,11 @@ func reap(int) {}
 
 // holdSubreaper does nothing: child subreapers are Linux-only.
 func holdSubreaper() (release func()) { return func() {} }
+
+// procTable is the whole process table: without a subreaper, an orphan of
+// the plugin may be anywhere.
+func procTable(_, _ int) []procEntry { return listProcs() }
+
+// noChildren is false: without a subreaper, marina having no child says
+// nothing about the plugin's orphans (they are launchd's).
+func noChildren() bool { return false }

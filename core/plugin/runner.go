@@ -98,14 +98,47 @@ func (r *procRunner) Start(context.Context) error {
 	r.stdoutR, r.stderrR = outR, errR
 	r.pid = cmd.Process.Pid
 	r.started = true
+	livePlugins.add(r.pid)
 	go func() {
 		err := cmd.Wait()
+		livePlugins.remove(r.pid)
 		r.mu.Lock()
 		r.waitErr, r.state = err, cmd.ProcessState
 		r.mu.Unlock()
 		close(r.done)
 	}()
 	return nil
+}
+
+// livePlugins are the pids of the plugin processes marina started and has
+// not reaped yet: a stop's process-tree walk skips the other plugins'
+// subtrees (procTable).
+var livePlugins = pidSet{pids: map[int]bool{}}
+
+// pidSet is a set of pids safe for concurrent use.
+type pidSet struct {
+	mu   sync.Mutex
+	pids map[int]bool
+}
+
+func (s *pidSet) add(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pids[pid] = true
+}
+
+func (s *pidSet) remove(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pids, pid)
+}
+
+// isLivePlugin reports whether pid is a plugin process marina started and
+// has not reaped.
+func isLivePlugin(pid int) bool {
+	livePlugins.mu.Lock()
+	defer livePlugins.mu.Unlock()
+	return livePlugins.pids[pid]
 }
 
 // Wait blocks until the plugin process has exited and returns its exit error.

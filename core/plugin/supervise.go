@@ -35,7 +35,9 @@ const pollInterval = 20 * time.Millisecond
 //  4. sweep: what is left of the tree — the group, every descendant ever
 //     seen, the orphans marina adopted as a child subreaper, and their
 //     descendants, setsid(2) or not — gets SIGTERM, a wait, then SIGKILL;
-//     adopted orphans are reaped;
+//     adopted orphans are reaped. Skipped when the kernel says marina, a
+//     child subreaper, has no child left at all (Linux: noChildren), as
+//     nothing of the plugin can then be left anywhere;
 //  5. release go-plugin's goroutines and socket directory, the socket base
 //     dir and marina's subreaper status.
 //
@@ -98,8 +100,13 @@ func (i *Instance) stopProcess() error {
 				r.waitExit(killWait)
 			}
 		}
-		survivors = tree.end(grace, true)
-		sweepGroup(r.pgid(), grace)
+		// Linux: marina, a child subreaper, with no child left at all has
+		// nothing of the plugin left anywhere (see noChildren); the sweep
+		// is for when it has (an orphan, another plugin, a helper).
+		if !r.exited() || !noChildren() {
+			survivors = tree.end(grace, true)
+			sweepGroup(r.pgid(), grace)
+		}
 	}
 	i.releaseClient(r, grace)
 	for _, w := range i.stdio {
