@@ -190,11 +190,11 @@ func bareHello(ctx context.Context, bin string, autoMTLS bool) error {
 
 // bareFiveConcurrent runs bareHello five times at once: go-plugin's own
 // cost of five concurrent plugins, the reference for marina's.
-func bareFiveConcurrent(ctx context.Context, bin string) error {
+func bareFiveConcurrent(ctx context.Context, bin string, autoMTLS bool) error {
 	errs := make([]error, len(fiveNames))
 	var wg sync.WaitGroup
 	for i := range fiveNames {
-		wg.Go(func() { errs[i] = bareHello(ctx, bin, true) })
+		wg.Go(func() { errs[i] = bareHello(ctx, bin, autoMTLS) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -215,7 +215,8 @@ func benchScenarios(b *testing.B) []benchScenario {
 		{"marina-five-concurrent", len(fiveNames), marinaFiveConcurrent},
 		{"bare-goplugin-hello", 1, func(ctx context.Context) error { return bareHello(ctx, bare, true) }},
 		{"bare-goplugin-insecure", 1, func(ctx context.Context) error { return bareHello(ctx, bare, false) }},
-		{"bare-goplugin-five-concurrent", len(fiveNames), func(ctx context.Context) error { return bareFiveConcurrent(ctx, bare) }},
+		{"bare-goplugin-five-concurrent", len(fiveNames), func(ctx context.Context) error { return bareFiveConcurrent(ctx, bare, true) }},
+		{"bare-goplugin-insecure-five-concurrent", len(fiveNames), func(ctx context.Context) error { return bareFiveConcurrent(ctx, bare, false) }},
 	}
 }
 
@@ -258,7 +259,10 @@ const (
 //     plugin (goal ≤ 2);
 //   - five-sequential-vs-one: for scale (≈ 5 when nothing is shared);
 //   - bare-five-concurrent-vs-one: the same ratio for bare go-plugin, what
-//     the machine allows without marina.
+//     the machine allows without marina (with AutoMTLS);
+//   - bare-insecure-five-concurrent-vs-one: the same for the insecure bare
+//     launch: five processes that do next to nothing, at once, on this
+//     machine's CPUs — the ratio no one-process-per-plugin runtime beats.
 //
 // Its log adds the CPU time (user+sys of marina and the plugins) of each
 // scenario: on a machine with few CPUs, five concurrent launches are
@@ -304,7 +308,7 @@ func BenchmarkPluginOverheadRatios(b *testing.B) {
 	}
 	one, seq, conc := ms["marina-one"], ms["marina-five-sequential"], ms["marina-five-concurrent"]
 	bare, bareConc := ms["bare-goplugin-hello"], ms["bare-goplugin-five-concurrent"]
-	insecure := ms["bare-goplugin-insecure"]
+	insecure, insecureConc := ms["bare-goplugin-insecure"], ms["bare-goplugin-insecure-five-concurrent"]
 	b.ReportMetric(insecure, "bare-insecure-ms")
 	b.ReportMetric(one/insecure, "ratio-vs-insecure")
 	b.ReportMetric(bare, "bare-ms")
@@ -314,19 +318,20 @@ func BenchmarkPluginOverheadRatios(b *testing.B) {
 	b.ReportMetric(conc/one, "five-concurrent-vs-one")
 	b.ReportMetric(seq/one, "five-sequential-vs-one")
 	b.ReportMetric(bareConc/bare, "bare-five-concurrent-vs-one")
+	b.ReportMetric(insecureConc/insecure, "bare-insecure-five-concurrent-vs-one")
 
-	b.Logf("medians of %d rounds, wall (CPU) ms: bare go-plugin insecure %.1f (%.1f), with AutoMTLS %.1f (%.1f), marina one %.1f (%.1f), five sequential %.1f (%.1f), five concurrent %.1f (%.1f), bare five concurrent %.1f (%.1f)",
+	b.Logf("medians of %d rounds, wall (CPU) ms: bare go-plugin insecure %.1f (%.1f), with AutoMTLS %.1f (%.1f), marina one %.1f (%.1f), five sequential %.1f (%.1f), five concurrent %.1f (%.1f), bare five concurrent %.1f (%.1f), bare insecure five concurrent %.1f (%.1f)",
 		len(wall[0]), insecure, cpuMS["bare-goplugin-insecure"], bare, cpuMS["bare-goplugin-hello"], one, cpuMS["marina-one"], seq, cpuMS["marina-five-sequential"],
-		conc, cpuMS["marina-five-concurrent"], bareConc, cpuMS["bare-goplugin-five-concurrent"])
+		conc, cpuMS["marina-five-concurrent"], bareConc, cpuMS["bare-goplugin-five-concurrent"], insecureConc, cpuMS["bare-goplugin-insecure-five-concurrent"])
 	b.Logf("marina vs bare go-plugin, one plugin: %.2fx (goal ≤ 1.5x: %s)", one/bare, verdict(one/bare <= 1.5))
 	b.Logf("marina (peer credentials) vs insecure bare go-plugin (%.1f ms): %.2fx (goal ≤ 1.5x: %s)", insecure, one/insecure, verdict(one/insecure <= 1.5))
 	bench.Figure(b, "plugin launch+describe+hook+stop, authenticated", fmt.Sprintf("%.1f ms (%.2fx)", one, one/insecure), "<= 1.5x", fmt.Sprintf("bare go-plugin, no TLS: %.1f ms", insecure), one/insecure <= 1.5)
 	cpus := runtime.NumCPU()
 	floor := cpuMS["marina-five-concurrent"] / float64(cpus) / one
 	bench.Figure(b, "five plugins at once vs one", fmt.Sprintf("%.1f ms (%.2fx)", conc, conc/one), "<= 2x",
-		fmt.Sprintf("one: %.1f ms; CPU floor on %d CPUs %.2fx", one, cpus, floor), conc/one <= 2)
-	b.Logf("five concurrent vs one: %.2fx (goal ≤ 2x: %s); bare go-plugin: %.2fx; five sequential vs one: %.2fx",
-		conc/one, verdict(conc/one <= 2), bareConc/bare, seq/one)
+		fmt.Sprintf("one: %.1f ms; CPU floor on %d CPUs %.2fx; bare go-plugin no TLS five at once %.2fx its one", one, cpus, floor, insecureConc/insecure), conc/one <= 2)
+	b.Logf("five concurrent vs one: %.2fx (goal ≤ 2x: %s); bare go-plugin: %.2fx (no TLS: %.2fx); five sequential vs one: %.2fx",
+		conc/one, verdict(conc/one <= 2), bareConc/bare, insecureConc/insecure, seq/one)
 	b.Logf("CPU floor of five concurrent on %d CPUs: %.1f ms = %.2fx one", cpus, cpuMS["marina-five-concurrent"]/float64(cpus), floor)
 }
 
