@@ -51,6 +51,7 @@ var frontPackages = []string{
 	"github.com/bcollard/marina/core/termsafe",
 	"github.com/bcollard/marina/core/userfile",
 	"github.com/bcollard/marina/core/vm",
+	"github.com/bcollard/marina/core/vm/statuscache",
 }
 
 // TestFrontImportGraph: the front's import graph, as released for Linux

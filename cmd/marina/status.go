@@ -15,13 +15,16 @@ import (
 	"github.com/bcollard/marina/core/dockerprobe"
 	"github.com/bcollard/marina/core/labstatus"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/statuscache"
 )
 
 // newStatusCmd is `marina status` for a lab whose machine certainly does
 // not run: the lima driver's VM was never created (its instance directory
-// does not exist), or no Docker engine can be listening at the host
-// driver's endpoint (dockerprobe). Every other lab, a created VM included
-// (only Lima's own reader knows its state), is marina-core's.
+// does not exist) or is stopped exactly as marina-core last found it
+// (core/vm/statuscache: nothing in its instance directory, Lima's config,
+// marina's config or build changed since), or no Docker engine can be
+// listening at the host driver's endpoint (dockerprobe). Every other lab
+// is marina-core's (only Lima's own reader knows a VM's state).
 func newStatusCmd(out, errw io.Writer, g *cli.Global) *cobra.Command {
 	return cli.NewStatusCmd(func(_ *cobra.Command, output string) error {
 		l, err := cli.LoadConfig(g, errw)
@@ -47,10 +50,27 @@ func newStatusCmd(out, errw io.Writer, g *cli.Global) *cobra.Command {
 			if err != nil {
 				return cli.ErrHandOver
 			}
-			if _, err := os.Lstat(filepath.Join(vm.LimaHome(home), cfg.VM.Name)); !errors.Is(err, fs.ErrNotExist) {
+			limaHome := vm.LimaHome(home)
+			instDir := filepath.Join(limaHome, cfg.VM.Name)
+			_, err = os.Lstat(instDir)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				m.State = vm.Absent
+			case err != nil:
 				return cli.ErrHandOver
+			default:
+				// A created VM: marina-core's last answer, if it found the
+				// VM stopped in the very files there are now.
+				fp, err := statuscache.Fingerprint(instDir, filepath.Join(limaHome, statuscache.LimaConfigDir))
+				if err != nil {
+					return cli.ErrHandOver
+				}
+				st, ok := statuscache.Lookup(statuscache.Path(home, cfg.VM.Name), cfg, fp)
+				if !ok {
+					return cli.ErrHandOver
+				}
+				m = st
 			}
-			m.State = vm.Absent
 		default:
 			return cli.ErrHandOver
 		}
