@@ -74,15 +74,23 @@ func listProcs() []procEntry {
 	return out
 }
 
-// readSmall reads the file at path, which must fit in buf, with one read.
+// readSmall reads the file at path, which must fit in buf and not be
+// empty, with one read.
 func readSmall(path string, buf []byte) ([]byte, bool) {
+	b, ok := readOnce(path, buf)
+	return b, ok && len(b) > 0
+}
+
+// readOnce reads the file at path, which must fit in buf, with one read
+// (a /proc file is produced whole by its first read).
+func readOnce(path string, buf []byte) ([]byte, bool) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false
 	}
 	n, err := unix.Read(fd, buf)
 	_ = unix.Close(fd)
-	if err != nil || n <= 0 || n == len(buf) {
+	if err != nil || n < 0 || n == len(buf) {
 		return nil, false
 	}
 	return buf[:n], true

@@ -108,28 +108,13 @@ func childrenOf(pid int, buf []byte) (kids []int, ok bool) {
 		return nil, false
 	}
 	for _, tid := range tids {
-		b, ok := readChildren(dir+tid+"/children", buf)
+		b, ok := readOnce(dir+tid+"/children", buf) // empty for most threads
 		if !ok {
 			continue // the thread exited; its children went to a sibling thread
 		}
 		kids = appendPids(kids, b)
 	}
 	return kids, true
-}
-
-// readChildren reads a children list, which is empty for most threads
-// (readSmall treats an empty file as a failure).
-func readChildren(path string, buf []byte) ([]byte, bool) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, false
-	}
-	n, err := unix.Read(fd, buf)
-	_ = unix.Close(fd)
-	if err != nil || n < 0 || n == len(buf) {
-		return nil, false
-	}
-	return buf[:n], true
 }
 
 // appendPids appends the space-separated pids of b to pids.
