@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,12 +61,12 @@ func BenchmarkBuiltinsAtOnce(b *testing.B) {
 	}
 	var oneWall, fiveWall, oneCPU, fiveCPU []time.Duration
 	measure := func(f func() error, wall, cpu *[]time.Duration) {
-		c0, t0 := selfAndChildrenCPU(), time.Now()
+		c0, t0 := bench.CPUTime(), time.Now()
 		if err := f(); err != nil {
 			b.Fatal(err)
 		}
 		*wall = append(*wall, time.Since(t0))
-		*cpu = append(*cpu, selfAndChildrenCPU()-c0)
+		*cpu = append(*cpu, bench.CPUTime()-c0)
 	}
 	for b.Loop() {
 		measure(one, &oneWall, &oneCPU)
@@ -84,17 +83,4 @@ func BenchmarkBuiltinsAtOnce(b *testing.B) {
 		len(oneWall), o, oc, len(names), f, fc, cpus, floor)
 	bench.Figure(b, "built-ins at once vs one (launch+describe+stop)", fmt.Sprintf("%.1f ms (%.2fx)", f, f/o), "<= 2x",
 		fmt.Sprintf("one: %.1f ms; CPU floor on %d CPUs %.2fx", o, cpus, floor), f/o <= 2)
-}
-
-// selfAndChildrenCPU is the user+system CPU time of this process and of its
-// reaped children, so far.
-func selfAndChildrenCPU() time.Duration {
-	var total time.Duration
-	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(who, &ru); err == nil {
-			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
-	}
-	return total
 }

@@ -24,7 +24,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -278,14 +277,14 @@ func BenchmarkPluginOverheadRatios(b *testing.B) {
 	runRound := func(keep bool) {
 		for k := range scen {
 			i := (round + k) % len(scen)
-			cpu0 := cpuTime()
+			cpu0 := bench.CPUTime()
 			start := time.Now()
 			if err := scen[i].run(ctx); err != nil {
 				b.Fatalf("%s: %v", scen[i].name, err)
 			}
 			if keep {
 				wall[i] = append(wall[i], time.Since(start))
-				cpu[i] = append(cpu[i], cpuTime()-cpu0)
+				cpu[i] = append(cpu[i], bench.CPUTime()-cpu0)
 			}
 		}
 		round++
@@ -347,20 +346,6 @@ func median(ds []time.Duration) time.Duration {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// cpuTime is the user+system CPU time of this process and of its reaped
-// children (the plugins), so far.
-func cpuTime() time.Duration {
-	var total time.Duration
-	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(who, &ru); err != nil {
-			continue
-		}
-		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return total
 }
 
 func msPer(d time.Duration, n int) float64 {
