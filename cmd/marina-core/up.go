@@ -193,6 +193,9 @@ how to apply the change later; --restart restarts it without asking.`,
 				if dir, err := marinaDir(); err == nil && lb.Plugins != nil {
 					lb.Plugins.SkipSteady(lb.SteadyCache(filepath.Join(dir, "cache", "steady"), f.reconcile))
 				}
+				// --dry-run says which plugins would run and which recorded
+				// results would be reused.
+				lb.PlanPlugins = f.dryRun
 				var waiting lima.Resize
 				if ld, ok := lb.Driver.(*lima.Driver); ok {
 					// Asked before the pipeline, whose live output a question

@@ -214,6 +214,17 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 			t.Errorf("second up started %s, whose containers run unchanged:\n%s", p, r.stdout)
 		}
 	}
+	// --dry-run says so, plugin by plugin, and starts neither.
+	r = marina(t, home, nil, "up", "--dry-run")
+	for _, p := range []string{"localdns", "registries"} {
+		if r.code != 0 || !strings.Contains(r.stdout, "reuse plugin "+p+": unchanged since ") {
+			t.Errorf("up --dry-run on a lab where nothing changed: exit %d; want %s's result reused:\n%s%s", r.code, p, r.stdout, r.stderr)
+		}
+	}
+	r = marina(t, home, nil, "up", "--dry-run", "--reconcile")
+	if r.code != 0 || !strings.Contains(r.stdout, "run plugin localdns: --reconcile runs every hook") {
+		t.Errorf("up --dry-run --reconcile: exit %d; want every plugin run:\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	r = marina(t, home, nil, "up", "--reconcile")
 	if r.code != 0 || strings.Contains(r.stdout, ": unchanged since ") || !strings.Contains(r.stdout, "localdns: CoreDNS") {
 		t.Errorf("up --reconcile: exit %d; want every plugin run, none reused:\n%s%s", r.code, r.stdout, r.stderr)
@@ -240,6 +251,15 @@ func TestUpHostDriverEndToEnd(t *testing.T) {
 	}
 	if !failed["service "+dns] || !failed["dns 172.24.255.53"] {
 		t.Fatalf("doctor failures = %v, want the DNS service and the DNS check", failed)
+	}
+	// --dry-run says localdns would run (its server does not run as its
+	// last PostUp left it) and registries not; it repairs nothing.
+	r = marina(t, home, nil, "up", "--dry-run")
+	if r.code != 0 || !strings.Contains(r.stdout, "run plugin localdns: ") || !strings.Contains(r.stdout, "reuse plugin registries: unchanged since ") {
+		t.Errorf("up --dry-run with the DNS server stopped: exit %d; want localdns run, registries reused:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if d := marina(t, home, nil, "doctor"); d.code != 1 {
+		t.Fatalf("doctor after up --dry-run: exit %d, want 1 (a dry run repairs nothing)\n%s%s", d.code, d.stdout, d.stderr)
 	}
 	if r := marina(t, home, nil, "up"); r.code != 0 || strings.Contains(r.stdout, "localdns: unchanged since ") {
 		t.Fatalf("up to repair (localdns must run: its DNS server stopped): exit %d\n%s%s", r.code, r.stdout, r.stderr)

@@ -77,6 +77,10 @@ type Lab struct {
 	HostOS string
 	// RunID identifies this run in plugin logs.
 	RunID string
+	// PlanPlugins makes the PostUp step's plan say, per plugin, whether
+	// its recorded result would be reused or the plugin run (`up
+	// --dry-run`); a real run does not pay for that look.
+	PlanPlugins bool
 
 	mu          sync.Mutex
 	status      vm.Status
@@ -279,15 +283,44 @@ func (l *Lab) RunHookExcept(ctx context.Context, hook sdk.Hook, cluster *sdk.Clu
 }
 
 // stepPostUp runs every plugin's PostUp hook; hooks converge on their own,
-// so the step always runs them.
+// so the step always runs them (a plugin whose recorded result still holds
+// is not started: plugin.SteadyCache). With PlanPlugins, its plan says
+// which plugins would run and which results would be reused.
 func (l *Lab) stepPostUp() lifecycle.Step {
-	return lifecycle.NewStep("Plugins: PostUp", nil,
+	const name = "Plugins: PostUp"
+	var plan func(context.Context) ([]lifecycle.Change, error)
+	if l.PlanPlugins && l.Plugins != nil {
+		plan = func(ctx context.Context) ([]lifecycle.Change, error) {
+			env, err := l.Env()
+			if err != nil {
+				return nil, err
+			}
+			plans, err := l.Plugins.PlanHook(ctx, sdk.PostUp, sdk.HookCall{Env: env, RunID: l.RunID})
+			if err != nil {
+				return nil, err
+			}
+			changes := make([]lifecycle.Change, 0, len(plans))
+			for _, p := range plans {
+				c := lifecycle.Change{Action: lifecycle.ActionRun, Target: "plugin " + p.Plugin, Detail: p.Detail}
+				if p.Replay {
+					c.Action, c.Detail = ActionReuse, p.Detail+"; not started"
+				}
+				changes = append(changes, c)
+			}
+			return changes, nil
+		}
+	}
+	return lifecycle.NewStep(name, plan,
 		func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
 			results, err := l.RunHook(ctx, sdk.PostUp, nil, r)
 			l.collect(results)
 			return err
 		})
 }
+
+// ActionReuse is a PostUp plan's change for a plugin whose recorded result
+// would be reused without starting it.
+const ActionReuse = "reuse"
 
 // SteadyCache returns the PostUp record of the lab's plugins in dir (see
 // plugin.SteadyCache), checked against the lab's Docker engine; refresh

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -141,9 +142,125 @@ func (d *Dispatcher) replaySteady(ctx context.Context, ref *steadyRef, n string,
 	d.mu.Unlock()
 	d.opts.Logger.Debug("plugin not started: nothing changed since its last run", "plugin", n, "hook", ref.key.Hook, "recorded", e.Recorded.Format(time.RFC3339))
 	if progress != nil {
-		progress(fmt.Sprintf("unchanged since %s (%d container(s) running as left); not started", e.Recorded.Local().Format("2006-01-02 15:04:05"), len(e.Containers)))
+		progress(unchangedSince(e) + "; not started")
 	}
 	return res
+}
+
+// unchangedSince is how a replayed result is reported.
+func unchangedSince(e *steadyEntry) string {
+	return fmt.Sprintf("unchanged since %s (%d container(s) running as left)", e.Recorded.Local().Format("2006-01-02 15:04:05"), len(e.Containers))
+}
+
+// HookPlan is what RunHook would do with one plugin's hook now.
+type HookPlan struct {
+	Plugin string `json:"plugin"`
+	// Replay: its recorded result still holds, so RunHook would reuse it
+	// without starting the plugin (see SkipSteady).
+	Replay bool `json:"replay"`
+	// Detail says since when it holds (Replay), or why the hook runs.
+	Detail string `json:"detail,omitempty"`
+}
+
+// PlanHook says, for every plugin that implements hook, whether RunHook
+// would replay its recorded result or run it (`up --dry-run`). It starts
+// no plugin whose description is known and changes nothing: records are
+// read, not marked used. A plugin whose dependency runs is planned to run
+// (that dependency's fresh outputs are among its inputs).
+func (d *Dispatcher) PlanHook(ctx context.Context, hook sdk.Hook, base sdk.HookCall) ([]HookPlan, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	descs, err := d.describeAndCheck(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var participants []string
+	for _, n := range d.names {
+		if descs[n].Has(hook) {
+			participants = append(participants, n)
+		}
+	}
+	wait := predecessors(participants, descs)
+	sc := d.steadyFor(hook)
+	d.mu.Lock()
+	outputs := make(map[string]map[string]string, len(d.outputs))
+	for n, o := range d.outputs {
+		outputs[n] = maps.Clone(o)
+	}
+	d.mu.Unlock()
+
+	plans := map[string]HookPlan{}
+	runs := func(n string) HookPlan {
+		for _, q := range wait[n] {
+			if !plans[q].Replay {
+				return HookPlan{Plugin: n, Detail: "its dependency " + q + " runs first"}
+			}
+		}
+		if sc == nil {
+			return HookPlan{Plugin: n, Detail: "hooks always run"}
+		}
+		if sc.Refresh {
+			return HookPlan{Plugin: n, Detail: "--reconcile runs every hook"}
+		}
+		call := base
+		call.Hook = hook
+		call.ConfigJSON = d.entries[n].p.Config
+		if d.opts.StateRoot != "" {
+			call.Env.StateDir = filepath.Join(d.opts.StateRoot, n)
+		}
+		call.Deps = map[string]map[string]string{}
+		for _, dep := range descs[n].Dependencies {
+			if o, ok := outputs[dep.Name]; ok {
+				call.Deps[dep.Name] = maps.Clone(o)
+			}
+		}
+		key, file, ok := steadyKeyOf(d.entries[n].p, d.opts.HostVersion, call)
+		if !ok {
+			return HookPlan{Plugin: n, Detail: "its result cannot be recorded (no known binary digest)"}
+		}
+		e, why := sc.peek(ctx, key, file)
+		if e == nil {
+			if why == "" {
+				why = "no recorded result for these inputs (first run, or its config, environment, binary or dependencies' outputs changed)"
+			}
+			return HookPlan{Plugin: n, Detail: why}
+		}
+		if len(e.Outputs) > 0 {
+			if outputs[n] == nil {
+				outputs[n] = map[string]string{}
+			}
+			maps.Copy(outputs[n], e.Outputs)
+		}
+		return HookPlan{Plugin: n, Replay: true, Detail: unchangedSince(e)}
+	}
+	// Dependencies first: participants in an order where each follows
+	// what it waits for (the graph was checked: no cycle).
+	out := make([]HookPlan, 0, len(participants))
+	for len(out) < len(participants) {
+		progressed := false
+		for _, n := range participants {
+			if _, done := plans[n]; done {
+				continue
+			}
+			ready := true
+			for _, q := range wait[n] {
+				if _, done := plans[q]; !done {
+					ready = false
+				}
+			}
+			if !ready {
+				continue
+			}
+			plans[n] = runs(n)
+			out = append(out, plans[n])
+			progressed = true
+		}
+		if !progressed {
+			return nil, fmt.Errorf("plugins %v wait for each other", participants)
+		}
+	}
+	return out, nil
 }
 
 // recordSteady records n's result (or, when res is nil, forgets it).

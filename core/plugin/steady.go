@@ -163,8 +163,19 @@ func (c *SteadyCache) hasEntries(n string) bool {
 }
 
 // lookup returns the recorded result for key when its containers still
-// hold; why says what failed otherwise ("" when there is no entry).
+// hold, and marks it used; why says what failed otherwise ("" when there
+// is no entry).
 func (c *SteadyCache) lookup(ctx context.Context, key steadyKey, file string) (e *steadyEntry, why string) {
+	e, why = c.peek(ctx, key, file)
+	if e != nil {
+		now := time.Now()
+		_ = os.Chtimes(filepath.Join(c.Dir, key.Plugin, file), now, now)
+	}
+	return e, why
+}
+
+// peek is lookup without marking the entry used: it changes nothing.
+func (c *SteadyCache) peek(ctx context.Context, key steadyKey, file string) (e *steadyEntry, why string) {
 	if c.Refresh || c.Check == nil {
 		return nil, ""
 	}
@@ -192,8 +203,6 @@ func (c *SteadyCache) lookup(ctx context.Context, key steadyKey, file string) (e
 	case reason != "":
 		return nil, reason
 	}
-	now := time.Now()
-	_ = os.Chtimes(path, now, now)
 	return &got, ""
 }
 
