@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bcollard/marina/sdk"
 )
@@ -223,4 +224,112 @@ func hasPrefix(lines []string, p string) bool {
 		}
 	}
 	return false
+}
+
+// TestPlanHook: `up --dry-run`'s prediction, from the same records and
+// container checks as RunHook, starting no plugin and marking no record
+// used: a and b (b depends on a) reused while they hold, c (no Steady)
+// runs; a's container gone makes a run and b with it (a's fresh outputs
+// are b's inputs); Refresh runs all.
+func TestPlanHook(t *testing.T) {
+	t.Parallel()
+	marker := newMarker(t)
+	dir := t.TempDir()
+	touch := filepath.Join(dir, "touch")
+	var mu sync.Mutex
+	broken := ""
+	cache := &SteadyCache{Dir: filepath.Join(dir, "steady"), Check: func(_ context.Context, cs []sdk.SteadyContainer) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range cs {
+			if c.ID == "c1" && broken != "" {
+				return broken, nil
+			}
+		}
+		return "", nil
+	}}
+	cfgA := `{"mode":"ok","touch":"` + touch + `","steady":{"containers":[{"id":"c1","spec":"s1"}]}}`
+	cfgB := `{"mode":"ok","touch":"` + touch + `","steady":{}}`
+	cfgC := `{"mode":"ok","touch":"` + touch + `"}`
+	sum := fileSHA256(t, testPluginBin)
+	a := Plugin{Spec: tp("a", marker, "-touch", touch, "-hooks", "PostUp"), Config: []byte(cfgA)}
+	b := Plugin{Spec: tp("b", marker, "-touch", touch, "-hooks", "PostUp", "-deps", "a"), Config: []byte(cfgB)}
+	c := Plugin{Spec: tp("c", marker, "-touch", touch, "-hooks", "PostUp"), Config: []byte(cfgC)}
+	for _, p := range []*Plugin{&a, &b, &c} {
+		p.Spec.SHA256 = sum
+		p.Description = describeOnce(t, p.Spec)
+	}
+	plugins := []Plugin{c, b, a} // the plan follows dependencies, not this order
+	if _, _, _, err := steadyRun(t, plugins, cache, touch); err != nil {
+		t.Fatal(err)
+	}
+
+	plan := func(sc *SteadyCache) map[string]HookPlan {
+		t.Helper()
+		before := len(touched(t, touch))
+		mtimes := map[string]time.Time{}
+		for _, n := range []string{"a", "b"} {
+			for _, f := range cacheEntries(t, cache.Dir, n) {
+				fi, err := os.Stat(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mtimes[f] = fi.ModTime()
+			}
+		}
+		d := NewDispatcher(plugins, testOpts())
+		d.SkipSteady(sc)
+		plans, err := d.PlanHook(context.Background(), sdk.PostUp, sdk.HookCall{Env: sdk.Env{NetworkName: "kind"}})
+		if cerr := d.Close(); cerr != nil {
+			t.Errorf("Close: %v", cerr)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if started := touched(t, touch)[before:]; len(started) != 0 {
+			t.Errorf("PlanHook started plugins: %q", started)
+		}
+		for f, m := range mtimes {
+			if fi, err := os.Stat(f); err != nil || !fi.ModTime().Equal(m) {
+				t.Errorf("PlanHook touched the record %s", f)
+			}
+		}
+		var order []string
+		got := map[string]HookPlan{}
+		for _, p := range plans {
+			order = append(order, p.Plugin)
+			got[p.Plugin] = p
+		}
+		if ia, ib := slices.Index(order, "a"), slices.Index(order, "b"); ia < 0 || ib < ia || len(order) != 3 {
+			t.Errorf("plan order %q: want a before b, and c", order)
+		}
+		return got
+	}
+
+	got := plan(cache)
+	if !got["a"].Replay || !got["b"].Replay || got["c"].Replay {
+		t.Errorf("unchanged lab: plan %+v, want a and b reused, c run", got)
+	}
+	if !strings.HasPrefix(got["a"].Detail, "unchanged since ") || !strings.Contains(got["c"].Detail, "no recorded result") {
+		t.Errorf("details: %+v", got)
+	}
+
+	mu.Lock()
+	broken = "container c1 is not running"
+	mu.Unlock()
+	got = plan(cache)
+	if got["a"].Replay || got["a"].Detail != "container c1 is not running" || got["b"].Replay || got["b"].Detail != "its dependency a runs first" {
+		t.Errorf("a's container gone: plan %+v, want a run for it and b after it", got)
+	}
+	mu.Lock()
+	broken = ""
+	mu.Unlock()
+
+	refresh := *cache
+	refresh.Refresh = true
+	for n, p := range plan(&refresh) {
+		if p.Replay || (n == "a" && p.Detail != "--reconcile runs every hook") {
+			t.Errorf("Refresh: %s planned %+v, want it run", n, p)
+		}
+	}
 }
