@@ -33,6 +33,7 @@ import (
 	"github.com/bcollard/marina/core/atomicfile"
 	"github.com/bcollard/marina/core/buildinfo"
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/userfile"
 	"github.com/bcollard/marina/core/vm"
 )
 
@@ -148,8 +149,10 @@ func Save(path string, cfg *config.Config, fp string, st vm.Status) error {
 // same config and the same fingerprint fp; ok is false otherwise (no
 // entry, another build, config or fingerprint, or an unreadable entry).
 func Lookup(path string, cfg *config.Config, fp string) (st vm.Status, ok bool) {
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) > hashLimit {
+	// Regular files only, and small: a FIFO or a runaway file there is a
+	// miss, never a hang.
+	b, err := userfile.ReadFile(path, hashLimit)
+	if err != nil {
 		return vm.Status{}, false
 	}
 	var e entry

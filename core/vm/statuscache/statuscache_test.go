@@ -3,6 +3,7 @@ package statuscache
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,6 +132,16 @@ func TestSaveLookup(t *testing.T) {
 			t.Errorf("an entry for a %s VM: hit", name)
 		}
 	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := Lookup(path, cfg, "fp"); ok { // and no hang
+		t.Error("a FIFO entry: hit")
+	}
+	_ = os.Remove(path)
 	for name, body := range map[string]string{
 		"corrupt":        "{",
 		"unknown fields": `{"format":1,"extra":true}`,
