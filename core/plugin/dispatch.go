@@ -191,7 +191,7 @@ func (d *Dispatcher) PlanHook(ctx context.Context, hook sdk.Hook, base sdk.HookC
 	d.mu.Unlock()
 
 	plans := map[string]HookPlan{}
-	runs := func(n string) HookPlan {
+	planOf := func(n string) HookPlan {
 		for _, q := range wait[n] {
 			if !plans[q].Replay {
 				return HookPlan{Plugin: n, Detail: "its dependency " + q + " runs first"}
@@ -252,7 +252,7 @@ func (d *Dispatcher) PlanHook(ctx context.Context, hook sdk.Hook, base sdk.HookC
 			if !ready {
 				continue
 			}
-			plans[n] = runs(n)
+			plans[n] = planOf(n)
 			out = append(out, plans[n])
 			progressed = true
 		}
