@@ -168,20 +168,10 @@ type HookPlan struct {
 // read, not marked used. A plugin whose dependency runs is planned to run
 // (that dependency's fresh outputs are among its inputs).
 func (d *Dispatcher) PlanHook(ctx context.Context, hook sdk.Hook, base sdk.HookCall) ([]HookPlan, error) {
-	if d.err != nil {
-		return nil, d.err
-	}
-	descs, err := d.describeAndCheck(ctx)
+	descs, participants, wait, err := d.participants(ctx, hook, nil)
 	if err != nil {
 		return nil, err
 	}
-	var participants []string
-	for _, n := range d.names {
-		if descs[n].Has(hook) {
-			participants = append(participants, n)
-		}
-	}
-	wait := predecessors(participants, descs)
 	sc := d.steadyFor(hook)
 	d.mu.Lock()
 	outputs := make(map[string]map[string]string, len(d.outputs))
@@ -516,20 +506,10 @@ func (d *Dispatcher) RunHook(ctx context.Context, hook sdk.Hook, base sdk.HookCa
 // created with some plugins switched off). Plugins that depend on an
 // excluded one still run, with the outputs it published earlier, if any.
 func (d *Dispatcher) RunHookExcept(ctx context.Context, hook sdk.Hook, base sdk.HookCall, exclude []string, onProgress func(plugin, msg string)) (map[string]*sdk.Result, error) {
-	if d.err != nil {
-		return nil, d.err
-	}
-	descs, err := d.describeAndCheck(ctx)
+	descs, participants, wait, err := d.participants(ctx, hook, exclude)
 	if err != nil {
 		return nil, err
 	}
-	var participants []string
-	for _, n := range d.names {
-		if descs[n].Has(hook) && !slices.Contains(exclude, n) {
-			participants = append(participants, n)
-		}
-	}
-	wait := predecessors(participants, descs)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -656,6 +636,23 @@ func (d *Dispatcher) RunHookExcept(ctx context.Context, hook sdk.Hook, base sdk.
 	}
 	wg.Wait()
 	return results, errors.Join(d.sorted(errs)...)
+}
+
+// participants describes the plugins (checking the set) and returns those
+// that implement hook, but the excluded ones, with what each waits for.
+func (d *Dispatcher) participants(ctx context.Context, hook sdk.Hook, exclude []string) (descs map[string]*sdk.Description, names []string, wait map[string][]string, err error) {
+	if d.err != nil {
+		return nil, nil, nil, d.err
+	}
+	if descs, err = d.describeAndCheck(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	for _, n := range d.names {
+		if descs[n].Has(hook) && !slices.Contains(exclude, n) {
+			names = append(names, n)
+		}
+	}
+	return descs, names, predecessors(names, descs), nil
 }
 
 // retire forgets a plugin instance that was stopped by a cancellation:
