@@ -193,18 +193,7 @@ func (d *Dispatcher) PlanHook(ctx context.Context, hook sdk.Hook, base sdk.HookC
 		if sc.Refresh {
 			return HookPlan{Plugin: n, Detail: "--reconcile runs every hook"}
 		}
-		call := base
-		call.Hook = hook
-		call.ConfigJSON = d.entries[n].p.Config
-		if d.opts.StateRoot != "" {
-			call.Env.StateDir = filepath.Join(d.opts.StateRoot, n)
-		}
-		call.Deps = map[string]map[string]string{}
-		for _, dep := range descs[n].Dependencies {
-			if o, ok := outputs[dep.Name]; ok {
-				call.Deps[dep.Name] = maps.Clone(o)
-			}
-		}
+		call := d.hookCall(n, hook, base, descs[n], outputs)
 		key, file, ok := steadyKeyOf(d.entries[n].p, d.opts.HostVersion, call)
 		if !ok {
 			return HookPlan{Plugin: n, Detail: "its result cannot be recorded (no known binary digest)"}
@@ -582,18 +571,15 @@ func (d *Dispatcher) RunHookExcept(ctx context.Context, hook sdk.Hook, base sdk.
 			if skip {
 				return
 			}
-			call := base
-			call.Hook = hook
-			call.ConfigJSON = d.entries[n].p.Config
+			d.mu.Lock()
+			call := d.hookCall(n, hook, base, descs[n], d.outputs)
+			d.mu.Unlock()
 			if d.opts.StateRoot != "" {
-				dir := filepath.Join(d.opts.StateRoot, n)
-				if err := os.MkdirAll(dir, 0o700); err != nil {
+				if err := os.MkdirAll(call.Env.StateDir, 0o700); err != nil {
 					record(n, inst, &Error{Plugin: n, Hook: string(hook), Kind: KindHook, Cause: "cannot create its state directory: " + err.Error()})
 					return
 				}
-				call.Env.StateDir = dir
 			}
-			call.Deps = d.depOutputs(n, descs)
 			var progress func(string)
 			if onProgress != nil {
 				progress = func(msg string) { onProgress(n, termsafe.Excerpt(termsafe.Line(msg), maxProgress)) }
@@ -668,22 +654,25 @@ func (d *Dispatcher) retire(n string, inst *Instance) {
 	}
 }
 
-// depOutputs returns the outputs published so far by n's direct
-// dependencies.
-func (d *Dispatcher) depOutputs(n string, descs map[string]*sdk.Description) map[string]map[string]string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := map[string]map[string]string{}
-	for _, dep := range descs[n].Dependencies {
-		if o, ok := d.outputs[dep.Name]; ok {
-			cp := make(map[string]string, len(o))
-			for k, v := range o {
-				cp[k] = v
-			}
-			out[dep.Name] = cp
+// hookCall is the call of n's hook: base with the hook, n's config, its
+// state directory (StateRoot/n, when set) and copies of the outputs its
+// direct dependencies have in outputs (published so far, or, planning,
+// replayed). RunHook and PlanHook build it alike: it is what a recorded
+// result is keyed by. The caller guards outputs.
+func (d *Dispatcher) hookCall(n string, hook sdk.Hook, base sdk.HookCall, desc *sdk.Description, outputs map[string]map[string]string) sdk.HookCall {
+	call := base
+	call.Hook = hook
+	call.ConfigJSON = d.entries[n].p.Config
+	if d.opts.StateRoot != "" {
+		call.Env.StateDir = filepath.Join(d.opts.StateRoot, n)
+	}
+	call.Deps = map[string]map[string]string{}
+	for _, dep := range desc.Dependencies {
+		if o, ok := outputs[dep.Name]; ok {
+			call.Deps[dep.Name] = maps.Clone(o)
 		}
 	}
-	return out
+	return call
 }
 
 // maxProgress caps a plugin's progress message.
