@@ -35,7 +35,7 @@ import (
 // lists (CONFIG_PROC_CHILDREN), it reads the whole table.
 func procTable(root, self int) []procEntry {
 	if adoptsOrphans() && childrenListed() {
-		if table, ok := walkProcs(root, self, isLivePlugin); ok {
+		if table, ok := walkProcs(root, self, livePlugins.has); ok {
 			return table
 		}
 	}

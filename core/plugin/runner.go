@@ -133,12 +133,10 @@ func (s *pidSet) remove(pid int) {
 	delete(s.pids, pid)
 }
 
-// isLivePlugin reports whether pid is a plugin process marina started and
-// has not reaped.
-func isLivePlugin(pid int) bool {
-	livePlugins.mu.Lock()
-	defer livePlugins.mu.Unlock()
-	return livePlugins.pids[pid]
+func (s *pidSet) has(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pids[pid]
 }
 
 // Wait blocks until the plugin process has exited and returns its exit error.
