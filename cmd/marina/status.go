@@ -61,7 +61,7 @@ func newStatusCmd(out, errw io.Writer, g *cli.Global) *cobra.Command {
 			default:
 				// A created VM: marina-core's last answer, if it found the
 				// VM stopped in the very files there are now.
-				fp, err := statuscache.Fingerprint(instDir, filepath.Join(limaHome, statuscache.LimaConfigDir))
+				fp, err := statuscache.FingerprintVM(limaHome, cfg.VM.Name)
 				if err != nil {
 					return cli.ErrHandOver
 				}

@@ -169,8 +169,7 @@ func (d *Driver) Status(ctx context.Context) (vm.Status, error) {
 // fingerprint digests the files a stopped VM's status is read from (see
 // core/vm/statuscache).
 func (d *Driver) fingerprint() (string, error) {
-	home := LimaHome(d.home)
-	return statuscache.Fingerprint(filepath.Join(home, d.vmName()), filepath.Join(home, statuscache.LimaConfigDir))
+	return statuscache.FingerprintVM(LimaHome(d.home), d.vmName())
 }
 
 // rememberStopped keeps st, the status of the VM found stopped in files

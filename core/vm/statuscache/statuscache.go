@@ -65,6 +65,13 @@ func Path(home, vmName string) string {
 	return filepath.Join(home, ".marina", "cache", "status", "lima-"+vmName+".json")
 }
 
+// FingerprintVM is Fingerprint of the Lima VM vmName under limaHome: its
+// instance directory and Lima's config directory. marina-core and the
+// front both fingerprint a VM with it.
+func FingerprintVM(limaHome, vmName string) (string, error) {
+	return Fingerprint(filepath.Join(limaHome, vmName), filepath.Join(limaHome, LimaConfigDir))
+}
+
 // Fingerprint digests the instance directory instDir and Lima's config
 // directory limaConfigDir (either may be absent). An error means the
 // directories could not be read: no answer may be kept or reused then.
