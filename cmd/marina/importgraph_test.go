@@ -52,6 +52,7 @@ var frontPackages = []string{
 	"github.com/bcollard/marina/core/userfile",
 	"github.com/bcollard/marina/core/vm",
 	"github.com/bcollard/marina/core/vm/statuscache",
+	"github.com/bcollard/marina/core/yamlsafe",
 }
 
 // TestFrontImportGraph: the front's import graph, as released for Linux

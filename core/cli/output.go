@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/yamlsafe"
 )
 
 // OutputFlag adds -o/--output with the given choices to cmd.
@@ -58,6 +59,7 @@ func PrintStructured(w io.Writer, format string, v any) error {
 			return err
 		}
 		blockStyle(&node)
+		yamlsafe.QuoteIndentedBlocks(&node)
 		enc := yaml.NewEncoder(w)
 		enc.SetIndent(2)
 		if err := enc.Encode(&node); err != nil {

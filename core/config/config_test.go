@@ -449,3 +449,36 @@ func TestStartTimeoutKey(t *testing.T) {
 		t.Fatalf("not a duration: %v", ps)
 	}
 }
+
+// TestSetPluginEnabledKeepsBlockScalars: a plugin's config holding a
+// literal block whose first line begins with a tab (a script, written
+// with an indentation indicator as YAML requires) survives
+// `marina plugin disable`: yaml.v3 would write it back as a block it
+// cannot parse (yamlsafe), so the edit failed; now it is double-quoted and
+// reads back the same.
+func TestSetPluginEnabledKeepsBlockScalars(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	orig := "plugins:\n  acme:\n    enabled: true\n    config:\n      steps:\n        - run: |2\n            \techo hi\n            done\n"
+	if err := os.WriteFile(path, []byte(orig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, err := load(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := func(l *Loaded) any { return l.Config.Plugins["acme"].Config["steps"] }
+	if run := steps(before).([]any)[0].(map[string]any)["run"]; run != "\techo hi\ndone\n" {
+		t.Fatalf("the file reads %q", run)
+	}
+	if err := SetPluginEnabled(path, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	after, err := load(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Config.Plugins["acme"].Enabled || !reflect.DeepEqual(steps(after), steps(before)) {
+		b, _ := os.ReadFile(path)
+		t.Fatalf("after the edit: enabled %v, steps %#v\n%s", after.Config.Plugins["acme"].Enabled, steps(after), b)
+	}
+}

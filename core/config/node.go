@@ -15,16 +15,23 @@ import (
 
 // valueNode builds the node yaml.v3's Node.Encode builds for v, for the
 // kinds a Config holds (structs with yaml tags, strings, bools, ints,
-// durations, slices, string-keyed maps), without Node.Encode's round trip
-// through YAML text (emit, then parse back), which was most of
-// AnnotatedYAML's cost and a tenth of `marina config view`. Anything else
-// (a plugin's free-form config, a string that is not UTF-8) is given to
-// Node.Encode itself. node_test.go compares the two on every kind.
+// durations, slices, string-keyed maps, and the interface values of a
+// plugin's free-form config), without Node.Encode's round trip through
+// YAML text (emit, then parse back), which was most of AnnotatedYAML's
+// cost and a tenth of `marina config view`, and which loses a string
+// yaml.v3 cannot read back (yamlsafe). Anything else (a float, a string
+// that is not UTF-8) is given to Node.Encode itself, alone: a scalar.
+// node_test.go compares the two on every kind.
 func valueNode(v reflect.Value) (*yaml.Node, error) {
 	if v.Type() == durationType { // yaml.v3 writes a Duration as its String()
 		return stringNode(time.Duration(v.Int()).String()), nil
 	}
 	switch v.Kind() {
+	case reflect.Interface:
+		if v.IsNil() {
+			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}, nil
+		}
+		return valueNode(v.Elem())
 	case reflect.String:
 		if s := v.String(); utf8.ValidString(s) {
 			return stringNode(s), nil
@@ -36,9 +43,6 @@ func valueNode(v reflect.Value) (*yaml.Node, error) {
 	case reflect.Struct:
 		return structNode(v)
 	case reflect.Slice:
-		if v.Type().Elem().Kind() == reflect.Interface {
-			break
-		}
 		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 		if v.Len() == 0 {
 			n.Style = yaml.FlowStyle
@@ -52,7 +56,7 @@ func valueNode(v reflect.Value) (*yaml.Node, error) {
 		}
 		return n, nil
 	case reflect.Map:
-		if v.Type().Key().Kind() != reflect.String || v.Type().Elem().Kind() == reflect.Interface {
+		if v.Type().Key().Kind() != reflect.String {
 			break
 		}
 		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bcollard/marina/core/yamlsafe"
 )
 
 // Redacted replaces secrets in rendered configuration.
@@ -75,6 +79,7 @@ func annotate(n *yaml.Node, path string, comment func(string) (string, bool)) {
 		key, val := n.Content[i], n.Content[i+1]
 		p := joinPath(path, key.Value)
 		if c, ok := comment(p); ok {
+			c = oneLine(c)
 			if val.Kind == yaml.ScalarNode || len(val.Content) == 0 {
 				val.LineComment = c
 			} else {
@@ -85,7 +90,20 @@ func annotate(n *yaml.Node, path string, comment func(string) (string, bool)) {
 	}
 }
 
+// encodeNode writes n as marina writes YAML (indent 2), strings that
+// yaml.v3 would write as a block it cannot read back double-quoted.
+// oneLine keeps a comment on its line: a line break in it (a key with one,
+// a file name with one) would start a line of YAML, read as data.
+func oneLine(c string) string {
+	if !strings.ContainsFunc(c, unicode.IsControl) {
+		return c
+	}
+	q := strconv.Quote(c)
+	return q[1 : len(q)-1]
+}
+
 func encodeNode(n *yaml.Node) ([]byte, error) {
+	yamlsafe.QuoteIndentedBlocks(n)
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -138,12 +156,12 @@ func InitTemplate() ([]byte, error) {
 // it, followed by its comment (on the value when it is a scalar or empty,
 // on the key otherwise). header is the file's head comment.
 func RenderKeys(cfg *Config, comments map[string]string, header string) ([]byte, error) {
-	var root yaml.Node
-	if err := root.Encode(cfg); err != nil {
+	root, err := valueNode(reflect.ValueOf(cfg).Elem())
+	if err != nil {
 		return nil, err
 	}
-	pruneTo(&root, schema(), comments)
-	return encodeNode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{&root}, HeadComment: header})
+	pruneTo(root, schema(), comments)
+	return encodeNode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}, HeadComment: header})
 }
 
 // pruneTo keeps, in the mapping n of section f, the keys in comments and
@@ -159,9 +177,9 @@ func pruneTo(n *yaml.Node, f *field, comments map[string]string) {
 		if comment, ok := comments[child.Path]; ok {
 			key.HeadComment = wrap(child.Doc)
 			if val.Kind == yaml.ScalarNode || len(val.Content) == 0 {
-				val.LineComment = comment
+				val.LineComment = oneLine(comment)
 			} else {
-				key.LineComment = comment
+				key.LineComment = oneLine(comment)
 			}
 			kept = append(kept, key, val)
 			continue

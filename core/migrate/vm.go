@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bcollard/marina/core/yamlsafe"
 )
 
 // Lima's file names inside an instance directory (lima-vm/lima/v2
@@ -252,6 +254,7 @@ func rewriteCacheMount(path string, h paths) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	var b bytes.Buffer
+	yamlsafe.QuoteIndentedBlocks(doc)
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {
