@@ -303,7 +303,7 @@ func (l *Lab) stepPostUp() lifecycle.Step {
 			for _, p := range plans {
 				c := lifecycle.Change{Action: lifecycle.ActionRun, Target: "plugin " + p.Plugin, Detail: p.Detail}
 				if p.Replay {
-					c.Action, c.Detail = ActionReuse, p.Detail+"; not started"
+					c.Action, c.Detail = lifecycle.ActionReuse, p.Detail+"; not started"
 				}
 				changes = append(changes, c)
 			}
@@ -317,10 +317,6 @@ func (l *Lab) stepPostUp() lifecycle.Step {
 			return err
 		})
 }
-
-// ActionReuse is a PostUp plan's change for a plugin whose recorded result
-// would be reused without starting it.
-const ActionReuse = "reuse"
 
 // SteadyCache returns the PostUp record of the lab's plugins in dir (see
 // plugin.SteadyCache), checked against the lab's Docker engine; refresh

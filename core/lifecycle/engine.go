@@ -268,9 +268,13 @@ func (e *engine) runStep(ctx context.Context, i int, name string, s Step) (StepR
 	changes, err := callPlan(ctx, s)
 	res.Changes = changes
 	if err == nil {
+		changing, _ := counts(changes)
 		switch {
 		case e.opts.DryRun && len(changes) > 0:
 			res.Status = StatusPlanned
+			if changing == 0 { // only reuses: shown, nothing would change
+				res.Status = StatusUnchanged
+			}
 			e.emit(Event{Type: EventPlan, Step: name, Index: i + 1, Changes: changes})
 		case e.opts.DryRun, len(changes) == 0 && !e.opts.ForceApply:
 			res.Status = StatusUnchanged

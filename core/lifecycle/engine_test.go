@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -548,5 +549,42 @@ func TestReportChanged(t *testing.T) {
 		if got := rep.Changed(); got != tt.want {
 			t.Errorf("%s: Changed() = %v, want %v (steps %+v)", tt.name, got, tt.want, rep.Steps)
 		}
+	}
+}
+
+// TestDryRunReuses: in --dry-run, a step whose plan holds only reuses (a
+// PostUp whose plugins' recorded results hold) is unchanged and its lines
+// are still shown; one with a change and a reuse is planned, counted apart.
+// Outside --dry-run a plan of reuses is applied as any other.
+func TestDryRunReuses(t *testing.T) {
+	applied := 0
+	apply := func(context.Context, Reporter, []Change) error { applied++; return nil }
+	reuseOnly := NewStep("Plugins: PostUp", func(context.Context) ([]Change, error) {
+		return []Change{{Action: ActionReuse, Target: "plugin a", Detail: "unchanged since 10:00"}, {Action: ActionReuse, Target: "plugin b"}}, nil
+	}, apply)
+	mixed := NewStep("Plugins: again", func(context.Context) ([]Change, error) {
+		return []Change{{Action: ActionRun, Target: "plugin a"}, {Action: ActionReuse, Target: "plugin b"}}, nil
+	}, apply)
+	var out bytes.Buffer
+	rep, err := Run(context.Background(), "up", []Step{reuseOnly, mixed}, Options{DryRun: true, Renderer: NewPlainRenderer(&out), Now: newFakeClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []Status{rep.Steps[0].Status, rep.Steps[1].Status}; got[0] != StatusUnchanged || got[1] != StatusPlanned || applied != 0 {
+		t.Errorf("statuses %v, applied %d; want unchanged, planned, none applied", got, applied)
+	}
+	for _, want := range []string{
+		"1/2 Plugins: PostUp: would reuse plugin a: unchanged since 10:00\n",
+		"1/2 Plugins: PostUp: would reuse plugin b\n",
+		"1/2 Plugins: PostUp: unchanged, 2 reused\n",
+		"2/2 Plugins: again: would run plugin a\n",
+		"2/2 Plugins: again: planned, 1 change, 1 reused\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry-run output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if rep, err := Run(context.Background(), "up", []Step{reuseOnly}, Options{}); err != nil || rep.Steps[0].Status != StatusDone || applied != 1 {
+		t.Errorf("without --dry-run: %v, %+v, applied %d; want the step applied", err, rep.Steps, applied)
 	}
 }

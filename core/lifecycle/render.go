@@ -118,6 +118,19 @@ func changeLines(changes []Change) []string {
 	return out
 }
 
+// changeCount is "2 changes" for a plan, with its reuses: "1 change, 2
+// reused"; a plan of reuses only is "2 reused".
+func changeCount(changes []Change) string {
+	changing, reused := counts(changes)
+	switch {
+	case reused == 0:
+		return plural(changing, "change")
+	case changing == 0:
+		return strconv.Itoa(reused) + " reused"
+	}
+	return plural(changing, "change") + ", " + strconv.Itoa(reused) + " reused"
+}
+
 // plural returns "1 change" / "2 changes".
 func plural(n int, word string) string {
 	if n == 1 {

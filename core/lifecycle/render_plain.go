@@ -61,6 +61,9 @@ func plainFinish(ev Event) string {
 	case StatusDone:
 		return "done in " + d
 	case StatusUnchanged:
+		if len(ev.Changes) > 0 {
+			return "unchanged, " + changeCount(ev.Changes)
+		}
 		return "unchanged"
 	case StatusFailed:
 		return "FAILED after " + d + ": " + ev.Error
@@ -69,7 +72,7 @@ func plainFinish(ev Event) string {
 	case StatusNotRun:
 		return "not run"
 	case StatusPlanned:
-		return "planned, " + plural(len(ev.Changes), "change")
+		return "planned, " + changeCount(ev.Changes)
 	}
 	return string(ev.Status)
 }

@@ -218,6 +218,8 @@ func TestTTYRendererOutput(t *testing.T) {
 		{Type: EventFinish, Step: "Route", Status: StatusPlanned, Changes: chg("route 172.30.0.0/16")},
 		{Type: EventStart, Step: "Wait"},
 		{Type: EventFinish, Step: "Wait", Status: StatusCancelled, Duration: 2*time.Minute + 3*time.Second},
+		{Type: EventStart, Step: "PostUp"},
+		{Type: EventFinish, Step: "PostUp", Status: StatusUnchanged, Changes: []Change{{Action: ActionReuse, Target: "plugin a"}}},
 	}
 	const e = "\r\x1b[2K"
 	tests := []struct {
@@ -233,7 +235,8 @@ func TestTTYRendererOutput(t *testing.T) {
 				e + "⠋ Patch CoreDNS" + e + "✗ Patch CoreDNS (300ms)\n" +
 				e + "- Install MetalLB (not run)\n" +
 				e + "⠋ Route" + e + "○ Route (1 change)\n" + "    would create route 172.30.0.0/16\n" +
-				e + "⠋ Wait" + e + "✗ Wait (cancelled after 2m3s)\n",
+				e + "⠋ Wait" + e + "✗ Wait (cancelled after 2m3s)\n" +
+				e + "⠋ PostUp" + e + "· PostUp (unchanged, 1 reused)\n" + "    would reuse plugin a\n",
 		},
 		{
 			name:    "colour",
@@ -243,7 +246,8 @@ func TestTTYRendererOutput(t *testing.T) {
 				e + "\x1b[36m⠋\x1b[0m Patch CoreDNS" + e + "\x1b[31m✗\x1b[0m Patch CoreDNS (300ms)\n" +
 				e + "\x1b[2m- Install MetalLB (not run)\x1b[0m\n" +
 				e + "\x1b[36m⠋\x1b[0m Route" + e + "\x1b[36m○\x1b[0m Route (1 change)\n" + "    would create route 172.30.0.0/16\n" +
-				e + "\x1b[36m⠋\x1b[0m Wait" + e + "\x1b[31m✗\x1b[0m Wait (cancelled after 2m3s)\n",
+				e + "\x1b[36m⠋\x1b[0m Wait" + e + "\x1b[31m✗\x1b[0m Wait (cancelled after 2m3s)\n" +
+				e + "\x1b[36m⠋\x1b[0m PostUp" + e + "\x1b[2m· PostUp (unchanged, 1 reused)\x1b[0m\n" + "    would reuse plugin a\n",
 		},
 	}
 	for _, tt := range tests {

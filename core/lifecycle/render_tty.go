@@ -75,7 +75,7 @@ func (r *ttyRenderer) Handle(ev Event) {
 	case EventFinish:
 		r.active = false
 		r.write(ansiEraseLine + r.finishLine(ev) + "\n")
-		if ev.Status == StatusPlanned {
+		if ev.Status == StatusPlanned || ev.Status == StatusUnchanged && len(ev.Changes) > 0 {
 			for _, l := range changeLines(ev.Changes) {
 				r.write("    " + l + "\n")
 			}
@@ -93,11 +93,14 @@ func (r *ttyRenderer) finishLine(ev Event) string {
 	case StatusCancelled:
 		return r.paint(ansiRed, "✗") + " " + ev.Step + " (cancelled after " + d + ")"
 	case StatusUnchanged:
+		if len(ev.Changes) > 0 {
+			return r.paint(ansiDim, "· "+ev.Step+" (unchanged, "+changeCount(ev.Changes)+")")
+		}
 		return r.paint(ansiDim, "· "+ev.Step+" (unchanged)")
 	case StatusNotRun:
 		return r.paint(ansiDim, "- "+ev.Step+" (not run)")
 	case StatusPlanned:
-		return r.paint(ansiCyan, "○") + " " + ev.Step + " (" + plural(len(ev.Changes), "change") + ")"
+		return r.paint(ansiCyan, "○") + " " + ev.Step + " (" + changeCount(ev.Changes) + ")"
 	}
 	return "? " + ev.Step + " (" + string(ev.Status) + ")"
 }

@@ -38,6 +38,24 @@ type Change struct {
 // about whether anything changed.
 const ActionRun = "run"
 
+// ActionReuse is a planned line that changes nothing: a result recorded
+// earlier would be reused (a plugin's PostUp not started). --dry-run shows
+// it with the plan; a step whose every line is a reuse is unchanged.
+const ActionReuse = "reuse"
+
+// counts returns how many of changes change something and how many are
+// reuses.
+func counts(changes []Change) (changing, reused int) {
+	for _, c := range changes {
+		if c.Action == ActionReuse {
+			reused++
+		} else {
+			changing++
+		}
+	}
+	return changing, reused
+}
+
 // String renders the change as "create VM marina: 4 CPUs, 8GiB".
 func (c Change) String() string {
 	s := c.Action + " " + c.Target
