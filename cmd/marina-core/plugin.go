@@ -197,7 +197,7 @@ func verifyRows(store *pluginstore.Store, rows []pluginlist.Row) []string {
 	if lockErr != nil {
 		problems = append(problems, fmt.Sprintf("lock file unreadable: %v", lockErr))
 	}
-	results, err := store.VerifyInstalls(lf) // lf is nil when unreadable: manifests only
+	results, err := store.ListInstalls(lf) // lf is nil when unreadable: manifests only
 	if err != nil {
 		problems = append(problems, err.Error())
 	}

@@ -17,14 +17,14 @@ import (
 // core/pluginstore/testdata/plugin with the given name and version (set at
 // link time), building it on first use next to the marina binary under test
 // (TestMain removes that directory).
-func testPlugin(t *testing.T, name, version string) string {
+func testPlugin(t testing.TB, name, version string) string {
 	t.Helper()
 	return testPluginDescribed(t, name, version, "")
 }
 
 // testPluginDescribed is testPlugin with the plugin's description set at
 // link time ("" keeps the default).
-func testPluginDescribed(t *testing.T, name, version, description string) string {
+func testPluginDescribed(t testing.TB, name, version, description string) string {
 	t.Helper()
 	ldflags := "-s -w -X main.name=" + name + " -X main.version=" + version
 	dir := name + "-" + version

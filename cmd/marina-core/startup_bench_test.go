@@ -209,7 +209,10 @@ type startupCase struct {
 	want  string // its stdout holds this (checked once)
 }
 
-// startupCases are issue 14's commands. status is measured on a stopped lab
+// startupCases are issue 14's commands. plugin list is measured with the
+// built-ins only (the front answers) and with a plugin installed
+// (marina-core answers: the store, the lock file, the binary's digest as
+// recorded at its last hashing). status is measured on a stopped lab
 // with each driver, all offline: lima (macOS's default) in a HOME with no
 // instance answers "absent"; lima with a created VM that does not run (a
 // Mac lab after `marina down`) answers "stopped" — its first status, the
@@ -221,6 +224,15 @@ type startupCase struct {
 var startupCases = []startupCase{
 	{name: "version", label: "marina version", args: []string{"version"}, want: "marina"},
 	{name: "plugin-list", label: "marina plugin list", args: []string{"plugin", "list"}, want: "localdns"},
+	{name: "plugin-list-installed", label: "marina plugin list (a plugin installed)", args: []string{"plugin", "list"}, want: "listed",
+		setup: func(b *testing.B, home string) {
+			if out, err := runMarina(home, "plugin", "install", testPlugin(b, "listed", "1.0.0")); err != nil {
+				b.Fatalf("plugin install: %v\n%s", err, out)
+			}
+			// Past the racy window (core/pluginstore): the untimed first
+			// listing hashes the binary and records its digest.
+			time.Sleep(1100 * time.Millisecond)
+		}},
 	{name: "config-view", label: "marina config view", args: []string{"config", "view"}, want: "driver:"},
 	{name: "status-lima", label: "marina status (lima, absent)", args: []string{"status"}, want: "driver lima: absent",
 		env: func(string) []string { return []string{"MARINA_VM_DRIVER=lima"} }},

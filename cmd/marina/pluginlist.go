@@ -21,10 +21,8 @@ import (
 // lock file, the binaries' digests and signatures.
 func pluginRows(g *cli.Global, errw io.Writer) func() ([]pluginlist.Row, []string, error) {
 	return func() ([]pluginlist.Row, []string, error) {
-		l, err := cli.LoadConfig(g, errw)
-		if err != nil {
-			return nil, nil, err
-		}
+		// The store first: with plugins installed, marina-core answers,
+		// and the config is read once, there.
 		home, err := os.UserHomeDir()
 		if err != nil {
 			return nil, nil, cli.ErrHandOver
@@ -33,6 +31,10 @@ func pluginRows(g *cli.Global, errw io.Writer) func() ([]pluginlist.Row, []strin
 			if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 				return nil, nil, cli.ErrHandOver
 			}
+		}
+		l, err := cli.LoadConfig(g, errw)
+		if err != nil {
+			return nil, nil, err
 		}
 		builtin := map[string]bool{}
 		for _, b := range pluginlist.Builtins {

@@ -15,6 +15,7 @@
 //	    1.2.0/linux_amd64/manifest.json        what was installed (Installed as JSON)
 //	    1.3.0/linux_amd64/...
 //	  .cache/descriptions/<sha256>.json        descriptions keyed by binary digest
+//	  .cache/digests/<path digest>.json        a binary's sha256 at its last hashing, with its stamp
 //	  .install-*/  .remove-*/                  transient; never read as installs
 //	~/.marina/plugins.lock                     the lock file (LockFile as JSON)
 //
@@ -68,7 +69,12 @@
 //   - The binary's sha256 is recorded in its manifest and, when the config
 //     selects a version, in the lock file (per platform). Verify re-hashes the
 //     binary before every launch and refuses it if it differs from either:
-//     a tampered or replaced binary is never started.
+//     a tampered or replaced binary is never started. `plugin verify` hashes
+//     too; only `plugin list` (ListInstalls) takes the digest recorded at
+//     the last hashing, while the file keeps the inode, size, mode, mtime and
+//     ctime it had then and its ctime is older than that hashing (no write,
+//     chmod or rename leaves ctime unchanged; setting it takes the system
+//     clock), so a 30 MB plugin is not read on every listing.
 //   - The store is as trusted as the user's home directory: anyone who can
 //     rewrite ~/.marina can rewrite the manifests too; the lock file (which
 //     may be kept under version control) is the second, independent record.

@@ -96,7 +96,12 @@ func TestVerifyInstallsWithoutLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 2 {
+	listedResults, err := s.ListInstalls(nil) // what `plugin list` shows
+	if err != nil {
+		t.Fatal(err)
+	}
+	results = append(results, listedResults...)
+	if len(results) != 4 {
 		t.Fatalf("results = %+v", results)
 	}
 	for _, r := range results {

@@ -198,10 +198,12 @@ func (s *Store) Verify(inst *Installed) error {
 	if err != nil {
 		return err
 	}
-	return s.verify(inst, lf)
+	return s.verify(inst, lf, s.hashAndRecord)
 }
 
-func (s *Store) verify(inst *Installed, lf *LockFile) error {
+// verify checks inst against its manifest and lf, the binary's digest
+// given by digest: hashAndRecord before a launch, listedDigest to list.
+func (s *Store) verify(inst *Installed, lf *LockFile, digest func(string) (string, error)) error {
 	if inst == nil {
 		return newError(ErrInvalid, "verify: no plugin given")
 	}
@@ -219,7 +221,7 @@ func (s *Store) verify(inst *Installed, lf *LockFile) error {
 	if inst.SHA256 != "" && inst.SHA256 != m.SHA256 {
 		return newError(ErrModified, fmt.Sprintf("plugin %s %s was reinstalled with another build (sha256 %s) after it was selected (sha256 %s); run the command again", inst.Name, inst.Version, short(m.SHA256), short(inst.SHA256)))
 	}
-	sum, err := hashFile(m.Path)
+	sum, err := digest(m.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return newError(ErrModified, fmt.Sprintf("plugin %s %s: binary %s is missing; reinstall it with `marina plugin install %s`", m.Name, m.Version, m.Path, sourceOr(m.Source)))
 	}
@@ -271,9 +273,22 @@ func (s *Store) VerifyAll() ([]VerifyResult, error) {
 
 // VerifyInstalls is VerifyAll against the lock file lf, already read. With
 // a nil lf (the lock file is unreadable) every binary is still checked
-// against the sha256 recorded in its manifest, so `plugin list` can show a
-// modified binary even next to a corrupt lock file.
+// against the sha256 recorded in its manifest.
 func (s *Store) VerifyInstalls(lf *LockFile) ([]VerifyResult, error) {
+	return s.verifyInstalls(lf, s.hashAndRecord)
+}
+
+// ListInstalls is VerifyInstalls as `marina plugin list` shows it: a
+// binary's digest is the one recorded when it was last hashed while the
+// file is unchanged since (listedDigest), so listing does not read every
+// binary each time. A nil lf is allowed, so `plugin list` can show a
+// modified binary even next to a corrupt lock file. `plugin verify` and
+// every launch hash.
+func (s *Store) ListInstalls(lf *LockFile) ([]VerifyResult, error) {
+	return s.verifyInstalls(lf, s.listedDigest)
+}
+
+func (s *Store) verifyInstalls(lf *LockFile, digest func(string) (string, error)) ([]VerifyResult, error) {
 	if lf == nil {
 		lf = &LockFile{Version: LockFileVersion, Plugins: map[string]LockEntry{}}
 	}
@@ -286,7 +301,7 @@ func (s *Store) VerifyInstalls(lf *LockFile) ([]VerifyResult, error) {
 		if pinned {
 			pinnedHere[inst.Name] = true
 		}
-		out = append(out, VerifyResult{Installed: inst, Pinned: pinned, Err: s.verify(&inst, lf)})
+		out = append(out, VerifyResult{Installed: inst, Pinned: pinned, Err: s.verify(&inst, lf, digest)})
 	}
 	names := make([]string, 0, len(lf.Plugins))
 	for n := range lf.Plugins {

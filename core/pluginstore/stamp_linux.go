@@ -1,0 +1,8 @@
+package pluginstore
+
+import "syscall"
+
+func stampFrom(st *syscall.Stat_t) fileStamp {
+	return fileStamp{Dev: uint64(st.Dev), Ino: uint64(st.Ino), Size: st.Size, Mode: uint32(st.Mode),
+		MtimeNano: syscall.TimespecToNsec(st.Mtim), CtimeNano: syscall.TimespecToNsec(st.Ctim)}
+}
