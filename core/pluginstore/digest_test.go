@@ -191,4 +191,19 @@ func TestListedDigest(t *testing.T) {
 	if after, _ := readRecord(t, s, inst.Path); after.HashedAt == before.HashedAt || after.File.Mode == before.File.Mode {
 		t.Errorf("a chmod did not make listing hash again: %+v then %+v", before, after)
 	}
+
+	// Removing a version removes its record; the other's stays.
+	time.Sleep(2 * racyWindow)
+	if err := listed(t, s, other.Path); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(inst.Name, inst.Version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.digestPath(inst.Path)); !os.IsNotExist(err) {
+		t.Errorf("the removed version's record is still there: %v", err)
+	}
+	if _, ok := readRecord(t, s, other.Path); !ok {
+		t.Error("removing one version removed another's record")
+	}
 }

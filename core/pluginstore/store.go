@@ -460,6 +460,11 @@ func (s *Store) Remove(name, version string) error {
 		}
 	}
 	_ = os.Remove(filepath.Join(s.root, name)) // only succeeds when no version is left
+	for _, in := range insts {
+		if version == "" || in.Version == version {
+			_ = os.Remove(s.digestPath(in.Path)) // its listing record
+		}
+	}
 	return s.updateLock(func(lf *LockFile) error {
 		if e, ok := lf.Plugins[name]; ok && (version == "" || e.Version == version) {
 			delete(lf.Plugins, name)
