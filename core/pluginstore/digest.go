@@ -46,30 +46,24 @@ func (s *Store) digestPath(binary string) string {
 // change after the hashing. Otherwise the binary is hashed, and recorded.
 // Launches never use the record: Verify hashes before every launch
 // (hashAndRecord), and so does `plugin verify`.
-func (s *Store) listedDigest(path string) (string, error) {
+func (s *Store) listedDigest(path string) (string, error) { return s.digest(path, true) }
+
+// hashAndRecord hashes the binary at path, and records the digest for
+// listedDigest.
+func (s *Store) hashAndRecord(path string) (string, error) { return s.digest(path, false) }
+
+func (s *Store) digest(path string, useRecord bool) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	st, ok := stampOf(f)
-	if ok {
+	if useRecord && ok {
 		if rec, found := s.readDigest(path); found && rec.File == st && st.CtimeNano < rec.HashedAt-int64(racyWindow) {
 			return rec.SHA256, nil
 		}
 	}
-	return s.hashOpen(f, path, st, ok)
-}
-
-// hashAndRecord hashes the binary at path, and records the digest for
-// listedDigest.
-func (s *Store) hashAndRecord(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, ok := stampOf(f)
 	return s.hashOpen(f, path, st, ok)
 }
 
