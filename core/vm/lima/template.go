@@ -278,7 +278,12 @@ func refreshProvisioningTo(instDir string, prov Provision) (bool, error) {
 // Render marshals a Lima configuration with Lima's YAML library
 // (goccy/go-yaml, as limayaml.Marshal does), writing multi-line strings —
 // the scripts — as literal blocks so that the instance's lima.yaml stays
-// readable.
+// readable. goccy/go-yaml writes a literal block whose first line begins
+// with a space without the indentation indicator it needs, and cannot read
+// it back ("value is not allowed in this context"); refreshProvisioning
+// re-renders a lima.yaml the user may have edited. So the literal form is
+// used only when it reads back as y; otherwise multi-line strings are
+// written quoted, which goccy/go-yaml reads back.
 func Render(y *limatype.LimaYAML) ([]byte, error) {
 	if y == nil {
 		return nil, errors.New("render the Lima template: nil configuration")
@@ -287,7 +292,18 @@ func Render(y *limatype.LimaYAML) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render the Lima template: %w", err)
 	}
-	return b, nil
+	quoted, err := yaml.Marshal(y)
+	if err != nil {
+		return nil, fmt.Errorf("render the Lima template: %w", err)
+	}
+	var want, got any
+	if err := yaml.Unmarshal(quoted, &want); err != nil {
+		return nil, fmt.Errorf("render the Lima template: Lima's YAML library cannot read back what it wrote: %w", err)
+	}
+	if yaml.Unmarshal(b, &got) == nil && reflect.DeepEqual(got, want) {
+		return b, nil
+	}
+	return quoted, nil
 }
 
 func ptr[T any](v T) *T { return &v }

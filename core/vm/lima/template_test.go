@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goccy/go-yaml"
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/limayaml"
 
@@ -272,5 +273,38 @@ func TestRenderRoundTrip(t *testing.T) {
 	var vz limatype.VZOpts
 	if err := limayaml.Convert(back.VMOpts[limatype.VZ], &vz, "vmOpts.vz"); err != nil || vz.Rosetta.Enabled == nil || !*vz.Rosetta.Enabled || !*vz.Rosetta.BinFmt {
 		t.Errorf("rosetta after the round trip = %+v, %v", vz.Rosetta, err)
+	}
+}
+
+// TestRenderQuotesWhatLiteralCannot: a multi-line string whose first line
+// begins with a space (a message or script the user put in the VM's
+// lima.yaml, which refreshProvisioning re-renders) is one goccy/go-yaml
+// writes as a literal block it cannot read back; Render then writes the
+// quoted form, which Lima's loader reads back exactly. Marina's own
+// template keeps its literal blocks (TestTemplateGolden).
+func TestRenderQuotesWhatLiteralCannot(t *testing.T) {
+	y, err := Template(config.Default(), TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y.Message = "  indented note\nsecond line\n"
+	script := " echo from the user\n"
+	y.Provision = append(y.Provision, limatype.Provision{Mode: limatype.ProvisionModeUser, Script: &script})
+	if b, err := yaml.MarshalWithOptions(y, yaml.UseLiteralStyleIfMultiline(true)); err == nil {
+		var back limatype.LimaYAML
+		if err := yaml.Unmarshal(b, &back); err == nil && back.Message == y.Message {
+			t.Fatal("goccy/go-yaml reads this literal block back: the test no longer shows why Render checks")
+		}
+	}
+	b, err := Render(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back limatype.LimaYAML
+	if err := limayaml.Unmarshal(b, &back, "lima.yaml"); err != nil {
+		t.Fatalf("Lima cannot read what Render wrote: %v\n%s", err, b)
+	}
+	if back.Message != y.Message || *back.Provision[1].Script != script || *back.Provision[0].Script != *y.Provision[0].Script {
+		t.Errorf("read back another message or script:\n%s", b)
 	}
 }
