@@ -59,7 +59,7 @@ func PrintStructured(w io.Writer, format string, v any) error {
 			return err
 		}
 		blockStyle(&node)
-		yamlsafe.QuoteIndentedBlocks(&node)
+		yamlsafe.Guard(&node)
 		enc := yaml.NewEncoder(w)
 		enc.SetIndent(2)
 		if err := enc.Encode(&node); err != nil {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
-	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -79,7 +77,6 @@ func annotate(n *yaml.Node, path string, comment func(string) (string, bool)) {
 		key, val := n.Content[i], n.Content[i+1]
 		p := joinPath(path, key.Value)
 		if c, ok := comment(p); ok {
-			c = oneLine(c)
 			if val.Kind == yaml.ScalarNode || len(val.Content) == 0 {
 				val.LineComment = c
 			} else {
@@ -90,20 +87,11 @@ func annotate(n *yaml.Node, path string, comment func(string) (string, bool)) {
 	}
 }
 
-// encodeNode writes n as marina writes YAML (indent 2), strings that
-// yaml.v3 would write as a block it cannot read back double-quoted.
-// oneLine keeps a comment on its line: a line break in it (a key with one,
-// a file name with one) would start a line of YAML, read as data.
-func oneLine(c string) string {
-	if !strings.ContainsFunc(c, unicode.IsControl) {
-		return c
-	}
-	q := strconv.Quote(c)
-	return q[1 : len(q)-1]
-}
-
+// encodeNode writes n as marina writes YAML (indent 2), guarded so that
+// it reads back as n (yamlsafe: strings yaml.v3 would write as blocks it
+// cannot read back are double-quoted, line comments kept on their line).
 func encodeNode(n *yaml.Node) ([]byte, error) {
-	yamlsafe.QuoteIndentedBlocks(n)
+	yamlsafe.Guard(n)
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -177,9 +165,9 @@ func pruneTo(n *yaml.Node, f *field, comments map[string]string) {
 		if comment, ok := comments[child.Path]; ok {
 			key.HeadComment = wrap(child.Doc)
 			if val.Kind == yaml.ScalarNode || len(val.Content) == 0 {
-				val.LineComment = oneLine(comment)
+				val.LineComment = comment
 			} else {
-				key.LineComment = oneLine(comment)
+				key.LineComment = comment
 			}
 			kept = append(kept, key, val)
 			continue

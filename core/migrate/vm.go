@@ -254,7 +254,7 @@ func rewriteCacheMount(path string, h paths) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	var b bytes.Buffer
-	yamlsafe.QuoteIndentedBlocks(doc)
+	yamlsafe.Guard(doc)
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {

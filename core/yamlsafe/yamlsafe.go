@@ -3,13 +3,16 @@
 package yamlsafe
 
 import (
+	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// QuoteIndentedBlocks gives the double-quoted style to every string scalar
-// under n that yaml.v3 would write as a block scalar it cannot read back.
+// Guard makes what yaml.v3 writes for n read back as n: every string
+// scalar it would write as a block scalar it cannot read back is given the
+// double-quoted style, and every line comment is kept on its line.
 //
 // yaml.v3 writes a string that spans lines as a literal block; one that
 // begins with a space, a tab or a line break gets an indentation indicator
@@ -24,16 +27,30 @@ import (
 // back exactly (yamlsafe_test.go tries every string of four characters of
 // blanks, line breaks and text in every position, style and indentation).
 // Every other scalar keeps its style.
-func QuoteIndentedBlocks(n *yaml.Node) {
+//
+// yaml.v3 writes a line comment as given: a line break in it (a key that
+// holds one, a file name) would start a line of YAML, read as data. A line
+// comment with a control character is written escaped, as Go quotes it.
+func Guard(n *yaml.Node) {
 	if n == nil {
 		return
 	}
 	if n.Kind == yaml.ScalarNode && unsafeBlock(n) {
 		n.Style = n.Style&^(yaml.LiteralStyle|yaml.FoldedStyle|yaml.FlowStyle) | yaml.DoubleQuotedStyle
 	}
+	n.LineComment = oneLine(n.LineComment)
 	for _, c := range n.Content {
-		QuoteIndentedBlocks(c)
+		Guard(c)
 	}
+}
+
+// oneLine is c, escaped as Go quotes it if it holds a control character.
+func oneLine(c string) string {
+	if !strings.ContainsFunc(c, unicode.IsControl) {
+		return c
+	}
+	q := strconv.Quote(c)
+	return q[1 : len(q)-1]
 }
 
 // unsafeBlock: n is a string yaml.v3 writes as a block scalar (asked to,

@@ -34,7 +34,7 @@ func roundTrip(t *testing.T, s string, style yaml.Style, indent int, guard bool)
 	t.Helper()
 	n := nodeOf(document(s), style)
 	if guard {
-		QuoteIndentedBlocks(n)
+		Guard(n)
 	}
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
@@ -166,9 +166,54 @@ func TestQuoteIndentedBlocksLeavesOthers(t *testing.T) {
 		{" a\nb", "!!binary", yaml.LiteralStyle, yaml.LiteralStyle},
 	} {
 		n := &yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: c.value, Tag: c.tag, Style: c.style}}}
-		QuoteIndentedBlocks(n)
+		Guard(n)
 		if got := n.Content[0].Style; got != c.want {
 			t.Errorf("%q %s style %v: became %v, want %v", c.value, c.tag, c.style, got, c.want)
+		}
+	}
+}
+
+// TestGuardLineComments: a line comment holding a line break or another
+// control character stays on its line (escaped) and the document reads
+// back the same values; a plain comment is left as it is. Without the
+// guard, the line break makes the rest of the comment a line of data.
+func TestGuardLineComments(t *testing.T) {
+	doc := func() *yaml.Node {
+		return &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "a"},
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "1", LineComment: "file x\nb: 2"},
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "c", LineComment: "tab\there \x1b[31m"},
+			{Kind: yaml.MappingNode, Content: []*yaml.Node{
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: "d"},
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: "3", LineComment: "plain # comment"},
+			}},
+		}}
+	}
+	encode := func(n *yaml.Node) (string, map[string]any) {
+		t.Helper()
+		var b bytes.Buffer
+		enc := yaml.NewEncoder(&b)
+		enc.SetIndent(2)
+		if err := enc.Encode(n); err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]any
+		_ = yaml.Unmarshal(b.Bytes(), &back)
+		return b.String(), back
+	}
+	want := map[string]any{"a": "1", "c": map[string]any{"d": "3"}}
+	if _, back := encode(doc()); reflect.DeepEqual(back, want) {
+		t.Fatal("an unguarded comment with a line break reads back the same: the test no longer shows why Guard escapes it")
+	}
+	n := doc()
+	Guard(n)
+	out, back := encode(n)
+	if !reflect.DeepEqual(back, want) {
+		t.Errorf("read back %#v, want %#v:\n%s", back, want, out)
+	}
+	for _, line := range []string{`a: "1" # file x\nb: 2`, `c: # tab\there \x1b[31m`, `d: "3" # plain # comment`} {
+		if !bytes.Contains([]byte(out), []byte(line)) {
+			t.Errorf("output lacks the line %q:\n%s", line, out)
 		}
 	}
 }
