@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -72,11 +71,10 @@ func (s *Store) digest(path string, useRecord bool) (string, error) {
 // optimisation: failing to write it is not an error.
 func (s *Store) hashOpen(f *os.File, path string, before fileStamp, stamped bool) (string, error) {
 	start := time.Now().UnixNano()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	sum, err := hashReader(f)
+	if err != nil {
 		return "", err
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
 	if after, ok := stampOf(f); stamped && ok && after == before && before.CtimeNano < start-int64(racyWindow) {
 		if data, err := json.Marshal(digestRecord{Path: path, File: before, SHA256: sum, HashedAt: start}); err == nil {
 			if os.MkdirAll(s.digestDir(), 0o755) == nil {
