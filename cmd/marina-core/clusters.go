@@ -52,6 +52,14 @@ func (a *app) clusters(ctx context.Context, lb *lab.Lab, progress func(string)) 
 			defer dc.Close()
 			return dc.ClusterSlots(ctx, lb.Config.Network.Name)
 		},
+		BusyPorts: func(ctx context.Context) (map[int]string, error) {
+			dc, err := docker.Open(ctx, st.DockerHost)
+			if err != nil {
+				return nil, err
+			}
+			defer dc.Close()
+			return dc.APIPortHolders(ctx, lb.Config.Network.Name)
+		},
 		StateDir:     filepath.Join(dir, "state"),
 		Home:         home,
 		Target:       &target,

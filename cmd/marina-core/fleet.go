@@ -91,14 +91,18 @@ ones. Ends with a summary; exit 1 when a cluster failed.`,
 				}
 			}
 			live := fleet.LiveState{Clusters: map[string]fleet.LiveCluster{}}
+			var busy map[int]string
 			if c != nil {
 				infos, err := lb.ListClusters(cmd.Context(), c)
 				if err != nil {
 					return err
 				}
 				live = lab.LiveState(infos)
+				if busy, err = c.BusyPorts(cmd.Context()); err != nil {
+					return err
+				}
 			}
-			plan, err := fleet.Plan(f, live, fleet.PlanOptions{Adopt: adopt, MaxParallel: maxParallel, Bridge: bridge})
+			plan, err := fleet.Plan(f, live, fleet.PlanOptions{Adopt: adopt, MaxParallel: maxParallel, Bridge: bridge, BusyPorts: busy})
 			if err != nil {
 				return exitcode.NewUsage(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
@@ -237,6 +238,73 @@ const (
 	kindClusterLabel = "io.x-k8s.kind.cluster"
 	kindRoleLabel    = "io.x-k8s.kind.role"
 )
+
+// APIPortHolders returns the slot API ports (7001..7099) that containers
+// other than the kind nodes on network (the lab's own clusters) publish on
+// the Docker host, each with a description of its holder — most often a
+// cluster of another lab on the same engine. A stopped container counts by
+// its port bindings: it takes the port back when it restarts.
+func (c *Client) APIPortHolders(ctx context.Context, network string) (map[int]string, error) {
+	res, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	out := map[int]string{}
+	for _, s := range res.Items {
+		onLab := false
+		if s.NetworkSettings != nil {
+			_, onLab = s.NetworkSettings.Networks[network]
+		}
+		if onLab && s.Labels[kindClusterLabel] != "" {
+			continue
+		}
+		var ports []int
+		if s.State == container.StateRunning {
+			for _, p := range s.Ports {
+				ports = append(ports, int(p.PublicPort))
+			}
+		} else {
+			ins, err := c.api.ContainerInspect(ctx, s.ID, client.ContainerInspectOptions{})
+			if err != nil || ins.Container.HostConfig == nil {
+				continue // removed meanwhile
+			}
+			for _, bindings := range ins.Container.HostConfig.PortBindings {
+				for _, b := range bindings {
+					if p, err := strconv.Atoi(b.HostPort); err == nil {
+						ports = append(ports, p)
+					}
+				}
+			}
+		}
+		for _, p := range ports {
+			if p > 7000 && p < 7100 {
+				out[p] = describeHolder(s)
+			}
+		}
+	}
+	return out, nil
+}
+
+// describeHolder names a container for a message: its name, and the kind
+// cluster and networks when it is a kind node.
+func describeHolder(s container.Summary) string {
+	name := s.ID
+	if len(s.Names) > 0 {
+		name = strings.TrimPrefix(s.Names[0], "/")
+	}
+	d := "container " + name
+	if cl := s.Labels[kindClusterLabel]; cl != "" {
+		var nets []string
+		if s.NetworkSettings != nil {
+			for n := range s.NetworkSettings.Networks {
+				nets = append(nets, n)
+			}
+		}
+		sort.Strings(nets)
+		d += fmt.Sprintf(" (kind cluster %s on network %s)", cl, strings.Join(nets, ", "))
+	}
+	return d
+}
 
 // ClusterSlots returns the slot of every marina cluster on the engine: the
 // kind clusters on network whose control-plane container binds the API on a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +120,29 @@ func TestClusterSlots(t *testing.T) {
 	}
 	if len(got) != 1 || got["ours"] != 97 {
 		t.Fatalf("ClusterSlots = %v, want only ours in slot 97", got)
+	}
+
+	// APIPortHolders: every slot port held by anything but the lab's own
+	// clusters — another lab's cluster, any container, a stopped one too
+	// (it takes its port back when it starts) — with who holds it.
+	var args []string
+	for k, v := range dockertest.Labels(t) {
+		args = append(args, "--label", k+"="+v)
+	}
+	stopped := dockertest.Docker(t, append(append([]string{"create"}, args...), "--name", "marina-test-stopped-"+strconv.Itoa(os.Getpid()),
+		"-p", "127.0.0.1:7095:2379", img, "--data-dir", "/data")...)
+	dockertest.Cleanup(t, []string{stopped}, nil)
+	holders, err := c.APIPortHolders(ctx, lab.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := holders[7097]; ok {
+		t.Errorf("APIPortHolders lists the lab's own cluster's port 7097: %v", holders)
+	}
+	if h := holders[7096]; !strings.Contains(h, "(kind cluster elsewhere on network "+other.Name+")") {
+		t.Errorf("APIPortHolders[7096] = %q; want the kind cluster elsewhere on %s", h, other.Name)
+	}
+	if h := holders[7095]; !strings.HasPrefix(h, "container marina-test-stopped-") {
+		t.Errorf("APIPortHolders[7095] = %q; want the stopped container", h)
 	}
 }

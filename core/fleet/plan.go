@@ -59,6 +59,10 @@ type PlanOptions struct {
 	// Bridge is the docker bridge slots are derived on; the zero value
 	// means 172.30.0.0/16.
 	Bridge netip.Prefix
+	// BusyPorts are the API host ports (7001..7099) something other than
+	// the lab's clusters holds on the Docker host, with the holder: no
+	// cluster is planned on such a slot.
+	BusyPorts map[int]string
 }
 
 // PlannedCluster is one cluster of a plan: the merged entry, its slot and
@@ -211,7 +215,7 @@ func Plan(f *Fleet, live LiveState, opts PlanOptions) (*FleetPlan, error) {
 			ps.add(path, "%v: no slot is left for cluster %s; delete a cluster first or remove it from the manifest", slot.ErrExhausted, pc.Name)
 			return
 		}
-		n, err := slot.Allocate(bridge, takenFor(i), pinned)
+		n, err := slot.Allocate(bridge, takenFor(i), opts.BusyPorts, pinned)
 		if err != nil {
 			if errors.Is(err, slot.ErrExhausted) {
 				exhausted = true
@@ -235,7 +239,7 @@ func Plan(f *Fleet, live LiveState, opts PlanOptions) (*FleetPlan, error) {
 			continue
 		}
 		if old := liveSlotOf[pc.Name]; pc.Action == ActionRecreate && old != 0 {
-			if n, err := slot.Allocate(bridge, takenFor(i), old); err == nil {
+			if n, err := slot.Allocate(bridge, takenFor(i), opts.BusyPorts, old); err == nil {
 				p.Clusters[i].Slot = n
 				assigned = append(assigned, n)
 				continue

@@ -110,21 +110,24 @@ func TestPlanSlots(t *testing.T) {
 	tests := []struct {
 		name string
 		live map[string]LiveCluster
+		busy map[int]string
 		want map[string]int
 	}{
 		// b's pin is honoured first; a and c fill around it and around slot
 		// 11, which slot 1 excludes.
-		{"pins first", nil, map[string]int{"a": 2, "b": 1, "c": 3, "d": 4}},
+		{"pins first", nil, nil, map[string]int{"a": 2, "b": 1, "c": 3, "d": 4}},
 		// A live cluster in slot 2 and a half-created d in slot 9: d keeps 9.
-		{"around live", map[string]LiveCluster{"x": {Slot: 2, Complete: true}, "d": {Slot: 9}}, map[string]int{"a": 3, "b": 1, "c": 4, "d": 9}},
+		{"around live", map[string]LiveCluster{"x": {Slot: 2, Complete: true}, "d": {Slot: 9}}, nil, map[string]int{"a": 3, "b": 1, "c": 4, "d": 9}},
 		// A half-created c in slot 3 keeps it; its slot is not given to a.
-		{"recreate keeps slot", map[string]LiveCluster{"c": {Slot: 3}}, map[string]int{"a": 2, "b": 1, "c": 3, "d": 4}},
+		{"recreate keeps slot", map[string]LiveCluster{"c": {Slot: 3}}, nil, map[string]int{"a": 2, "b": 1, "c": 3, "d": 4}},
 		// Live 2, 3, 4 and the pinned 1 push the others up to 5, 6, 7.
-		{"skips conflicts", map[string]LiveCluster{"x": {Slot: 2, Complete: true}, "y": {Slot: 3, Complete: true}, "z": {Slot: 4, Complete: true}}, map[string]int{"a": 5, "b": 1, "c": 6, "d": 7}},
+		{"skips conflicts", map[string]LiveCluster{"x": {Slot: 2, Complete: true}, "y": {Slot: 3, Complete: true}, "z": {Slot: 4, Complete: true}}, nil, map[string]int{"a": 5, "b": 1, "c": 6, "d": 7}},
+		// Another lab's clusters hold the API ports of slots 2 and 4.
+		{"skips busy API ports", nil, map[int]string{7002: "container x", 7004: "container y"}, map[string]int{"a": 3, "b": 1, "c": 5, "d": 6}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Plan(f, LiveState{Clusters: tt.live}, PlanOptions{})
+			p, err := Plan(f, LiveState{Clusters: tt.live}, PlanOptions{BusyPorts: tt.busy})
 			if err != nil {
 				t.Fatal(err)
 			}

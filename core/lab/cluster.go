@@ -75,6 +75,11 @@ type Clusters struct {
 	Provider kind.Provider
 	// Slots returns the slot of every cluster that has nodes (by name).
 	Slots func(ctx context.Context) (map[string]int, error)
+	// BusyPorts returns the API host ports (7001..7099) that something
+	// other than the lab's clusters holds on the Docker host, with the
+	// holder (e.g. a cluster of another lab on the same engine); nil
+	// means none. Allocation skips their slots.
+	BusyPorts func(ctx context.Context) (map[int]string, error)
 	// StateDir holds slot reservations (~/.marina/state).
 	StateDir string
 	// Home is the user's home (kubeconfig files under ~/.kube/marina).
@@ -230,7 +235,13 @@ func (l *Lab) allocate(ctx context.Context, c *Clusters, run *clusterRun, r life
 		nums = append(nums, n)
 	}
 	sort.Ints(nums)
-	n, err := slot.Allocate(bridge, nums, run.spec.Slot)
+	var busy map[int]string
+	if c.BusyPorts != nil {
+		if busy, err = c.BusyPorts(ctx); err != nil {
+			return err
+		}
+	}
+	n, err := slot.Allocate(bridge, nums, busy, run.spec.Slot)
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ func prefixRange(p netip.Prefix) Range {
 // ConflictError is returned by Allocate when the pinned slot cannot be used.
 type ConflictError struct {
 	Slot   int    // the slot asked for
-	With   int    // the live slot it collides with (Slot itself if already live); 0 for the bridge
+	With   int    // the live slot it collides with (Slot itself if already live); 0 for the bridge or a busy API port
 	Reason string // which resource is shared, as a sentence
 	Next   int    // the lowest slot that is free, 0 if none is
 }
@@ -133,13 +133,16 @@ func (e *ConflictError) Error() string {
 }
 
 // Allocate picks the slot for a new cluster on bridge, given the slots of
-// the live clusters. With pinned == 0 it returns the lowest slot that shares
-// nothing with any live slot nor with the bridge, or an error wrapping
-// ErrExhausted. With pinned in 1..99 it returns pinned if that slot is free,
-// else a *ConflictError naming the live slot (or the bridge) and the shared
-// resource, and suggesting the lowest free slot. Live slots outside 1..99
-// and a pinned slot outside 0..99 give an error wrapping ErrOutOfRange.
-func Allocate(bridge netip.Prefix, live []int, pinned int) (int, error) {
+// the live clusters and the API host ports something else holds on the
+// Docker host (busy: port -> holder, e.g. a cluster of another lab on the
+// same engine). With pinned == 0 it returns the lowest slot that shares
+// nothing with any live slot nor with the bridge and whose API port is not
+// busy, or an error wrapping ErrExhausted. With pinned in 1..99 it returns
+// pinned if that slot is free, else a *ConflictError naming the live slot
+// (or the bridge, or the port's holder) and the shared resource, and
+// suggesting the lowest free slot. Live slots outside 1..99 and a pinned
+// slot outside 0..99 give an error wrapping ErrOutOfRange.
+func Allocate(bridge netip.Prefix, live []int, busy map[int]string, pinned int) (int, error) {
 	if err := checkBridge(bridge); err != nil {
 		return 0, err
 	}
@@ -153,7 +156,7 @@ func Allocate(bridge netip.Prefix, live []int, pinned int) (int, error) {
 	}
 	lowest := 0
 	for n := Min; n <= Max && lowest == 0; n++ {
-		if check(n, bridge, taken) == nil {
+		if check(n, bridge, taken, busy) == nil {
 			lowest = n
 		}
 	}
@@ -166,7 +169,7 @@ func Allocate(bridge netip.Prefix, live []int, pinned int) (int, error) {
 	if pinned < Min || pinned > Max {
 		return 0, fmt.Errorf("pinned %w: got %d; use a slot between %d and %d, or none to take the lowest free one", ErrOutOfRange, pinned, Min, Max)
 	}
-	if err := check(pinned, bridge, taken); err != nil {
+	if err := check(pinned, bridge, taken, busy); err != nil {
 		err.Next = lowest
 		return 0, err
 	}
@@ -174,13 +177,16 @@ func Allocate(bridge netip.Prefix, live []int, pinned int) (int, error) {
 }
 
 // check returns why slot n cannot join the live slots, or nil.
-func check(n int, bridge netip.Prefix, taken []footprint) *ConflictError {
+func check(n int, bridge netip.Prefix, taken []footprint, busy map[int]string) *ConflictError {
 	r, err := Derive(n, bridge)
 	if err != nil { // unreachable: n and bridge were checked by the caller
 		return &ConflictError{Slot: n, Reason: err.Error()}
 	}
 	if reason, bad := BridgeConflict(r, bridge); bad {
 		return &ConflictError{Slot: n, Reason: reason}
+	}
+	if holder, ok := busy[r.APIPort]; ok {
+		return &ConflictError{Slot: n, Reason: fmt.Sprintf("its API port %d is taken on the Docker host by %s", r.APIPort, holder)}
 	}
 	f := footprintOf(r)
 	for _, t := range taken {
@@ -205,7 +211,7 @@ func MaxConcurrent(bridge netip.Prefix) (int, error) {
 	}
 	var live []int
 	for range Max {
-		n, err := Allocate(bridge, live, 0)
+		n, err := Allocate(bridge, live, nil, 0)
 		if errors.Is(err, ErrExhausted) {
 			break
 		}

@@ -345,9 +345,44 @@ func TestAllocate(t *testing.T) {
 		{"bridge refuses 5", "10.5.0.0/16", nil, 5, 0, []string{"slot 5 is not available: service subnet 10.5.0.0/16 of slot 5 equals the bridge 10.5.0.0/16", "pin slot 1"}},
 		{"other bridge", "192.168.0.0/16", []int{1}, 0, 2, nil},
 	}
+	// API host ports another lab's clusters hold on the same Docker engine.
+	busyTests := []struct {
+		name    string
+		live    []int
+		busy    map[int]string
+		pinned  int
+		want    int
+		wantErr []string
+	}{
+		{"skips a busy port", nil, map[int]string{7001: "container dev-control-plane"}, 0, 2, nil},
+		{"skips busy and live", []int{2}, map[int]string{7001: "x", 7003: "y"}, 0, 4, nil},
+		{"a busy port off the slots changes nothing", nil, map[int]string{7000: "x", 7100: "y", 6443: "z"}, 0, 1, nil},
+		{"pinned on a busy port names the holder", nil, map[int]string{7005: "container dev-control-plane (kind cluster dev, network kind)"}, 5, 0, []string{
+			"cluster slot 5 is not available: its API port 7005 is taken on the Docker host by container dev-control-plane (kind cluster dev, network kind)",
+			"pin slot 1 instead"}},
+	}
+	for _, tt := range busyTests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Allocate(defaultBridge, tt.live, tt.busy, tt.pinned)
+			if tt.wantErr == nil {
+				if err != nil || got != tt.want {
+					t.Fatalf("got %d, %v; want %d", got, err, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("got slot %d, want an error", got)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\nshould contain %q", err, w)
+				}
+			}
+		})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Allocate(pfx(tt.bridge), tt.live, tt.pinned)
+			got, err := Allocate(pfx(tt.bridge), tt.live, nil, tt.pinned)
 			if tt.wantErr == nil {
 				if err != nil || got != tt.want {
 					t.Fatalf("got %d, %v; want %d", got, err, tt.want)
@@ -367,7 +402,7 @@ func TestAllocate(t *testing.T) {
 }
 
 func TestAllocateErrorTypes(t *testing.T) {
-	_, err := Allocate(defaultBridge, []int{1}, 11)
+	_, err := Allocate(defaultBridge, []int{1}, nil, 11)
 	var ce *ConflictError
 	if !errors.As(err, &ce) {
 		t.Fatalf("got %T %v, want *ConflictError", err, err)
@@ -376,7 +411,7 @@ func TestAllocateErrorTypes(t *testing.T) {
 		t.Errorf("got %+v", *ce)
 	}
 
-	_, err = Allocate(pfx("10.5.0.0/16"), nil, 5)
+	_, err = Allocate(pfx("10.5.0.0/16"), nil, nil, 5)
 	if !errors.As(err, &ce) || ce.With != 0 || ce.Slot != 5 || ce.Next != 1 {
 		t.Errorf("bridge conflict: got %#v", err)
 	}
@@ -385,12 +420,12 @@ func TestAllocateErrorTypes(t *testing.T) {
 		live   []int
 		pinned int
 	}{{nil, 100}, {nil, -3}, {[]int{0}, 0}, {[]int{1, 250}, 7}} {
-		if _, err := Allocate(defaultBridge, c.live, c.pinned); !errors.Is(err, ErrOutOfRange) {
+		if _, err := Allocate(defaultBridge, c.live, nil, c.pinned); !errors.Is(err, ErrOutOfRange) {
 			t.Errorf("live %v pinned %d: got %v, want ErrOutOfRange", c.live, c.pinned, err)
 		}
 	}
 	for _, tt := range badBridges {
-		if _, err := Allocate(tt.bridge, nil, 0); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := Allocate(tt.bridge, nil, nil, 0); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: got %v, want an error containing %q", tt.name, err, tt.want)
 		}
 	}
@@ -403,7 +438,7 @@ func TestExhaustion(t *testing.T) {
 		var err error
 		for range 100 { // at most 99 can succeed
 			var n int
-			if n, err = Allocate(bridge, live, 0); err != nil {
+			if n, err = Allocate(bridge, live, nil, 0); err != nil {
 				break
 			}
 			live = append(live, n)
@@ -423,7 +458,7 @@ func TestExhaustion(t *testing.T) {
 			}
 		}
 		var ce *ConflictError
-		if _, err := Allocate(bridge, live, 99); !errors.As(err, &ce) || ce.Next != 0 || !strings.Contains(err.Error(), "no slot is free") {
+		if _, err := Allocate(bridge, live, nil, 99); !errors.As(err, &ce) || ce.Next != 0 || !strings.Contains(err.Error(), "no slot is free") {
 			t.Errorf("%s: pinning on a full bridge: got %v", bridge, err)
 		}
 	}
@@ -473,7 +508,7 @@ func TestMaxConcurrent(t *testing.T) {
 // model; it returns the new live set.
 func step(t testing.TB, bridge netip.Prefix, live []int, pinned int) []int {
 	t.Helper()
-	n, err := Allocate(bridge, live, pinned)
+	n, err := Allocate(bridge, live, nil, pinned)
 	var ce *ConflictError
 	switch {
 	case err == nil:
