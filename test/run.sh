@@ -9,10 +9,13 @@
 #             kubeconfig writers, the plugin test harness), -race, PROC_COUNT
 #             runs in a row (2 in CI: a flake shows as a failure, not as luck)
 #   harness   the test harness packages (test/...: the k8s-heavy helpers and
-#             the kind stand-in), without -race: they are not what ships, and
+#             the kind stand-in; the modules of the node image, test/node and
+#             test/node/agents: the docker shim, the CNI agent, the echo
+#             server), without -race: they are not what ships, and
 #             race-instrumenting their Kubernetes dependencies costs minutes
 #   e2e       the end-to-end tests (test/e2e), verbosely: marina up, cluster
-#             create/delete against the kind stand-in, beside a user's lab
+#             create/delete against the kind stand-in, then with real kind
+#             nodes (TestRealNodes), beside a user's lab
 #
 # Environment:
 #   PROC_COUNT       runs of the process-heavy packages (default 1; CI: 2)
@@ -38,6 +41,12 @@ read -r -a extra <<<"${GOTESTFLAGS:-}"
 # shellcheck source=test/timed.sh
 . test/timed.sh
 
+harness() {
+  go test -count=1 "${extra[@]}" $(go list ./test/... | grep -v '/test/e2e$')
+  (cd test/node && go test -count=1 "${extra[@]}" ./...)
+  (cd test/node/agents && go test -count=1 "${extra[@]}" ./...)
+}
+
 for phase in $phases; do
   case "$phase" in
     setup) timed "make test" passed setup bash test/setup.sh ;;
@@ -47,8 +56,8 @@ for phase in $phases; do
     process) timed "make test" passed process go test -race -count="$count" "${extra[@]}" "${proc_pkgs[@]}" ;;
     harness)
       # shellcheck disable=SC2046
-      timed "make test" passed harness go test -count=1 "${extra[@]}" $(go list ./test/... | grep -v '/test/e2e$') ;;
-    e2e) timed "make test" passed e2e go test -count=1 -v -timeout 30m "${extra[@]}" ./test/e2e ;;
+      timed "make test" passed harness harness ;;
+    e2e) timed "make test" passed e2e go test -count=1 -v -timeout 45m "${extra[@]}" ./test/e2e ;;
     *) say "unknown phase $phase (setup marina process harness e2e)"; exit 2 ;;
   esac
 done

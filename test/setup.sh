@@ -7,7 +7,9 @@
 #                                     starts dockerd; as root)
 #   2. the tier-2 test images         test/images/build.sh (from Go modules)
 #   3. the tier-3 binaries            test/tools/build.sh (kube-apiserver, kubectl,
-#                                     etcd, MetalLB's controller, ExternalDNS)
+#                                     the node's kubelet, kubeadm, ..., etcd,
+#                                     MetalLB's controller and speaker, ExternalDNS)
+#   4. the kind node image            test/node/build.sh (needs 2 and 3; as root)
 #
 # Each step is cached and takes about a second when nothing changed; cold, the
 # whole takes ~8-10 min on 2 cores (measured: tier-3 447 s, images ~1.5 min). Every step prints its
@@ -68,5 +70,10 @@ fi
 if skip MARINA_SKIP_KUBE; then
   say "MARINA_SKIP_KUBE=1: no tier-3 binaries (tests that need an API server skip)"
 else
-  step "tier-3 binaries (kube-apiserver, kubectl, etcd, MetalLB controller, ExternalDNS)" bash test/tools/build.sh
+  step "tier-3 binaries (kube-apiserver, kubelet, kubeadm, ..., etcd, MetalLB, ExternalDNS)" bash test/tools/build.sh
+  if skip MARINA_SKIP_DOCKER; then
+    say "MARINA_SKIP_DOCKER=1: no kind node image (the real-node tests skip)"
+  else
+    step "kind node image (rootfs, containerd, kubelet, preloaded images)" bash test/node/build.sh
+  fi
 fi

@@ -52,19 +52,26 @@ const (
 	deleteTimeout = 3 * time.Minute
 )
 
-// config is the lab's config: marina's defaults on the host driver with the
-// locally built service images (no container registry is reachable here, so
-// no mirror either), on a network, subnet and container names of its own.
-const config = `vm:
+// labConfig is the lab's config: marina's defaults on the host driver with
+// the locally built service images (no container registry is reachable
+// here, so no mirror either), on a network, subnet and container names of
+// its own; kindNode, when not empty, is images.kindNode (the real-node
+// tests' node image).
+func labConfig(kindNode string) string {
+	images := `images:
+  registry: marina-test/registry:v3.1.2
+  dnsEtcd: marina-test/etcd:v3.7.3
+  dnsServer: marina-test/coredns:v1.15.0
+`
+	if kindNode != "" {
+		images += "  kindNode: " + kindNode + "\n"
+	}
+	return `vm:
   driver: host
 network:
   name: ` + network + `
   bridgeCIDR: ` + bridgeCIDR + `
-images:
-  registry: marina-test/registry:v3.1.2
-  dnsEtcd: marina-test/etcd:v3.7.3
-  dnsServer: marina-test/coredns:v1.15.0
-registries:
+` + images + `registries:
   mirrors: []
 plugins:
   localdns:
@@ -72,6 +79,7 @@ plugins:
       etcdContainer: ` + etcdContainer + `
       serverContainer: ` + serverContainer + `
 `
+}
 
 // lab is one marina lab brought up by the marina binary for a test, in a
 // home directory of its own.
@@ -80,6 +88,8 @@ type lab struct {
 	bin     string
 	env     []string
 	kubectl string
+	// kubelet plays the kubelet for the stand-in's clusters; nil with
+	// real nodes.
 	kubelet *kubelet
 }
 
@@ -88,26 +98,44 @@ type lab struct {
 // (plus a by-label sweep of anything a failed destroy left) for the end of t.
 func startLab(t testing.TB) *lab {
 	t.Helper()
+	paths := standin.Build(t)
+	l := newLab(t, "", paths.Env())
+	// Cleanups run last-in first-out: the kubelet's pods go before the
+	// lab is destroyed (they hold addresses on its network).
+	l.kubelet = newKubelet(t, network)
+	l.run(t, upTimeout, "up", "--progress", "plain")
+	return l
+}
+
+// startRealLab is startLab with real kind nodes: marina's own kind helper
+// (kind's library) makes the clusters from the tests' node image
+// (test/node), with the docker shim first on its PATH (realnode_test.go).
+func startRealLab(t testing.TB) *lab {
+	t.Helper()
+	n := requireRealNodes(t)
+	l := newLab(t, n.image, n.env())
+	l.run(t, upTimeout, "up", "--progress", "plain")
+	return l
+}
+
+// newLab makes a lab's home, config (with images.kindNode kindNode) and
+// environment (with extraEnv), and registers its destroy for the end of t.
+func newLab(t testing.TB, kindNode string, extraEnv []string) *lab {
+	t.Helper()
 	dockertest.Require(t)
 	kubetest.RequireAssets(t)
 	preflight(t)
-	paths := standin.Build(t)
-
 	home := t.TempDir()
 	l := &lab{home: home, bin: buildMarina(t), kubectl: kubetest.KubectlPath(t)}
 	cfg := filepath.Join(home, ".marina", "config.yaml")
 	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(labConfig(kindNode)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l.env = append(labEnv(home, cfg), paths.Env()...)
-	// Cleanups run last-in first-out: the kubelet's pods go before the
-	// lab is destroyed (they hold addresses on its network).
+	l.env = append(labEnv(home, cfg), extraEnv...)
 	t.Cleanup(func() { l.destroy(t) })
-	l.kubelet = newKubelet(t, network)
-	l.run(t, upTimeout, "up", "--progress", "plain")
 	return l
 }
 
@@ -322,10 +350,10 @@ func (l *lab) clusters(t testing.TB) map[string]clusterInfo {
 	return m
 }
 
-// createCluster runs `marina cluster create name args...` and, while it
-// runs, plays the kubelet for MetalLB's controller and ExternalDNS as soon
-// as marina has applied their Deployments (marina's PostCluster hooks wait
-// for both). It fails the test unless marina exits 0, and returns what
+// createCluster runs `marina cluster create name args...` and, on a
+// stand-in lab, while it runs, plays the kubelet for MetalLB's controller
+// and ExternalDNS as soon as marina has applied their Deployments
+// (marina's PostCluster hooks wait for both). It fails the test unless marina exits 0, and returns what
 // marina did.
 func (l *lab) createCluster(t testing.TB, name string, args ...string) result {
 	t.Helper()
@@ -335,6 +363,14 @@ func (l *lab) createCluster(t testing.TB, name string, args ...string) result {
 	go func() {
 		done <- l.exec(createTimeout, append([]string{"cluster", "create", name, "--progress", "plain"}, args...)...)
 	}()
+	if l.kubelet == nil { // real nodes: their kubelets run the pods
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("%s", r)
+		}
+		t.Logf("marina cluster create %s: %s", name, r.elapse.Round(time.Millisecond))
+		return r
+	}
 	podErrs := l.kubelet.serve(ctx, t, name, l.kubeconfigPath(name))
 	r := <-done
 	cancel()

@@ -2,8 +2,11 @@
 # build.sh — build the binaries of marina's tier-3 tests, statically and without any
 # download but the Go module proxy:
 #   kube-apiserver, kubectl  k8s.io/kubernetes (this module)
+#   kubelet, kubeadm, kube-controller-manager, kube-scheduler, kube-proxy
+#                            the same module: the tests' kind node image (test/node)
 #   etcd                     test/images (the same wrapper main as the tier-2 etcd image)
 #   metallb-controller       go.universe.tf/metallb/controller (module ./metallb)
+#   metallb-speaker          go.universe.tf/metallb/speaker (the same module; node image)
 #   external-dns             sigs.k8s.io/external-dns (module ./externaldns, Go 1.27:
 #                            GOTOOLCHAIN from its go.mod's toolchain line, for it alone)
 #
@@ -41,7 +44,8 @@ edns_toolchain="$(awk '$1 == "toolchain" { print $2 }' "$externaldns/go.mod")"
 [[ "$edns_toolchain" =~ ^go1\.[0-9]+\.[0-9]+$ ]] ||
   die "$externaldns/go.mod has no toolchain line goMAJOR.MINOR.PATCH (got \"$edns_toolchain\")"
 
-binaries=(kube-apiserver kubectl etcd metallb-controller external-dns)
+kube_cmds=(kube-apiserver kubectl kubelet kubeadm kube-controller-manager kube-scheduler kube-proxy)
+binaries=("${kube_cmds[@]}" etcd metallb-controller metallb-speaker external-dns)
 
 # inputs: hash of everything that determines the binaries.
 inputs() {
@@ -105,12 +109,12 @@ rm -rf "$new"
 mkdir -p "$new"
 
 start=$(date +%s)
-# One go build for both: their shared packages compile once and the two links run
+# One go build for all: their shared packages compile once and the links run
 # side by side.
-say "go build k8s.io/kubernetes/cmd/{kube-apiserver,kubectl} ($version) -> $BIN/"
+say "go build k8s.io/kubernetes/cmd/{$(IFS=,; echo "${kube_cmds[*]}")} ($version) -> $BIN/"
 t0=$(date +%s)
-go build -trimpath -ldflags "$ldflags" -o "$new/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
-say "  kube-apiserver and kubectl built in $(( $(date +%s) - t0 ))s"
+go build -trimpath -ldflags "$ldflags" -o "$new/" "${kube_cmds[@]/#/k8s.io/kubernetes/cmd/}"
+say "  ${kube_cmds[*]} built in $(( $(date +%s) - t0 ))s"
 say "go build etcd ($etcd_version, from $images/etcd) -> $BIN/etcd"
 t0=$(date +%s)
 (cd "$images" && go build -trimpath -ldflags "-s -w" -o "$new/etcd" ./etcd)
@@ -147,11 +151,13 @@ cp "$metallb/go.sum" "$src/metallb-mod/go.sum"
 
 # MetalLB sets its version in the source (internal/version); its Makefile stamps only
 # gitCommit and gitBranch, which a module zip does not have.
-say "go build go.universe.tf/metallb/controller ($metallb_version) -> $BIN/metallb-controller"
+say "go build go.universe.tf/metallb/{controller,speaker} ($metallb_version) -> $BIN/metallb-{controller,speaker}"
 t0=$(date +%s)
 (cd "$metallb" && go build -modfile="$src/metallb-mod/go.mod" -trimpath -ldflags "-s -w" \
-  -o "$new/metallb-controller" go.universe.tf/metallb/controller)
-say "  metallb-controller built in $(( $(date +%s) - t0 ))s"
+  -o "$src/metallb-out/" go.universe.tf/metallb/controller go.universe.tf/metallb/speaker)
+mv "$src/metallb-out/controller" "$new/metallb-controller"
+mv "$src/metallb-out/speaker" "$new/metallb-speaker"
+say "  metallb-controller and metallb-speaker built in $(( $(date +%s) - t0 ))s"
 
 # ExternalDNS links every provider's SDK (AWS, Azure, Google, OCI, ...), most of a
 # cold build. The tests use the coredns provider and the txt registry only, so the
@@ -182,6 +188,12 @@ say "  external-dns built in $(( $(date +%s) - t0 ))s"
 # Smoke checks: the static binaries run and report the versions of the go.mod files.
 out="$("$new/kube-apiserver" --version 2>&1)" || die "kube-apiserver --version failed: $out"
 [ "$out" = "Kubernetes $version" ] || die "kube-apiserver --version printed \"$out\", want \"Kubernetes $version\""
+for b in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+  out="$("$new/$b" --version 2>&1)" || die "$b --version failed: $out"
+  [ "$out" = "Kubernetes $version" ] || die "$b --version printed \"$out\", want \"Kubernetes $version\""
+done
+out="$("$new/kubeadm" version -o short 2>&1)" || die "kubeadm version failed: $out"
+[ "$out" = "$version" ] || die "kubeadm version printed \"$out\", want \"$version\""
 out="$("$new/kubectl" version --client -o json 2>&1)" || die "kubectl version --client failed: $out"
 grep -q "\"gitVersion\": \"$version\"" <<<"$out" || die "kubectl version --client does not report $version: $out"
 out="$("$new/etcd" --version 2>&1)" || die "etcd --version failed: $out"
@@ -193,6 +205,8 @@ grep -q -- "-lb-class" <<<"$out" || die "metallb-controller --help does not list
 out="$(go version -m "$new/metallb-controller")" || die "go version -m metallb-controller failed: $out"
 grep -Eq "^[[:space:]]mod[[:space:]]go.universe.tf/metallb[[:space:]]$metallb_version[[:space:]]" <<<"$out" ||
   die "metallb-controller was not built from go.universe.tf/metallb $metallb_version: $out"
+out="$("$new/metallb-speaker" --help 2>&1)" || die "metallb-speaker --help failed: $out"
+grep -q -- "-ml-bindaddr" <<<"$out" || die "metallb-speaker --help does not list -ml-bindaddr: $out"
 out="$("$new/external-dns" --version 2>&1)" || die "external-dns --version failed: $out"
 [ "$out" = "$edns_version" ] || die "external-dns --version printed \"$out\", want \"$edns_version\""
 
@@ -202,5 +216,5 @@ rm -rf "$CACHE/kube/bin.old"
 mv "$new" "$BIN"
 rm -rf "$CACHE/kube/bin.old"
 rm -rf "$src"
-say "built kube-apiserver, kubectl ($version), etcd ($etcd_version), metallb-controller ($metallb_version)" \
+say "built ${kube_cmds[*]} ($version), etcd ($etcd_version), metallb-controller and -speaker ($metallb_version)" \
   "and external-dns ($edns_version) into $BIN in $(( $(date +%s) - start ))s"

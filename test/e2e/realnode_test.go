@@ -1,0 +1,393 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bcollard/marina/core/kind"
+	"github.com/bcollard/marina/plugins/externaldns"
+	"github.com/bcollard/marina/plugins/metallb"
+	"github.com/bcollard/marina/sdk/dockertest"
+)
+
+// nodeImage is the tests' kind node image, built by test/node/build.sh
+// (make test-setup) for the Kubernetes version of test/tools.
+const nodeImage = "marina-test/kind-node:v1.37.2"
+
+// echoImage is the workload the node image preloads (test/node/agents/cmd/echo).
+const echoImage = "marina-test/echo:v1"
+
+// Bounds of what the real-node checks wait for.
+const (
+	podsTimeout = 4 * time.Minute
+	httpTimeout = 90 * time.Second
+)
+
+// realNodes is what a lab with real nodes needs besides a stand-in lab's.
+type realNodes struct {
+	image   string
+	shimDir string // holds the docker shim, first on marina's PATH
+	shimLog string
+}
+
+// env is the environment marina runs with: the shim first on PATH (kind's
+// library, in marina's kind helper, runs the docker CLI it finds there).
+func (n realNodes) env() []string {
+	return []string{
+		"PATH=" + n.shimDir + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"MARINA_TEST_DOCKER_SHIM_LOG=" + n.shimLog,
+	}
+}
+
+var (
+	shimOnce sync.Once
+	shimDir  string
+	shimErr  error
+)
+
+// requireRealNodes checks that the node image exists and builds the docker
+// shim (test/node/dockershim) once per test process.
+func requireRealNodes(t testing.TB) realNodes {
+	t.Helper()
+	dockertest.Require(t)
+	if _, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", nodeImage).Output(); err != nil {
+		t.Fatalf("the kind node image %s is missing: build it with `bash test/node/build.sh` (make test-setup)", nodeImage)
+	}
+	shimOnce.Do(func() {
+		shimDir, shimErr = os.MkdirTemp("", "marina-e2e-shim-")
+		if shimErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(shimDir, "docker"), "./dockershim")
+		cmd.Dir = "../node"
+		if out, err := cmd.CombinedOutput(); err != nil {
+			shimErr = fmt.Errorf("go build ./dockershim (test/node): %v\n%s", err, out)
+		}
+	})
+	if shimErr != nil {
+		t.Fatal(shimErr)
+	}
+	return realNodes{image: nodeImage, shimDir: shimDir, shimLog: filepath.Join(t.TempDir(), "docker-shim.log")}
+}
+
+// hostSysctls are the host's kernel settings a kind node would change if
+// it could write /proc/sys (kubelet: the first four and the keyring
+// limits; systemd-sysctl in the node: fs.protected_*; containerd and the
+// kubelet's inotify use: fs.inotify.*).
+var hostSysctls = []string{
+	"kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory", "vm.panic_on_oom",
+	"kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes",
+	"fs.inotify.max_user_watches", "fs.inotify.max_user_instances",
+	"fs.protected_hardlinks", "fs.protected_symlinks", "fs.protected_fifos", "fs.protected_regular",
+}
+
+func readSysctls(t testing.TB) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, k := range hostSysctls {
+		b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(k, ".", "/"))
+		if err != nil {
+			t.Fatalf("read %s: %v", k, err)
+		}
+		m[k] = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// hostUnchanged records the host's kernel settings now and fails t at its
+// end if any changed.
+func hostUnchanged(t *testing.T) {
+	before := readSysctls(t)
+	t.Logf("host kernel settings before: %v", before)
+	t.Cleanup(func() {
+		after := readSysctls(t)
+		for _, k := range hostSysctls {
+			if before[k] != after[k] {
+				t.Errorf("the host's %s changed from %s to %s while real nodes ran", k, before[k], after[k])
+			}
+		}
+	})
+}
+
+// TestRealNodes is the end-to-end checks with real kind nodes — systemd,
+// containerd and the kubelet in node containers made by kind's own library
+// from the tests' node image — on one lab beside the user's, in order: every
+// built-in runs for real, and a LoadBalancer Service answers from this
+// machine by its VIP and by its name.
+func TestRealNodes(t *testing.T) {
+	besideUserLab(t)
+	hostUnchanged(t)
+	l := startRealLab(t)
+	const dev = "e2e-dev"
+
+	var nodeVolumes []string
+	t.Run("1 cluster create with every built-in: node Ready, MetalLB, CoreDNS, ExternalDNS running", func(t *testing.T) {
+		l.createCluster(t, dev)
+		checkCreated(t, l, dev, 1)
+		checkRunning(t, l.clientset(t, dev))
+		nodeVolumes = volumesOf(t, dev)
+	})
+	if t.Failed() {
+		return
+	}
+
+	fqdn := "echo.default." + dev + "." + zone
+	var vip netip.Addr
+	t.Run("2 echo behind a LoadBalancer Service answers this machine by VIP and by name", func(t *testing.T) {
+		cs := l.clientset(t, dev)
+		deployEcho(t, cs, "default", "echo")
+		created := time.Now()
+		vip = exposeAndResolve(t, l, dev, 1, "echo", "default")
+		byVIP := waitHTTP(t, netip.AddrPortFrom(vip, 80), "")
+		byName := waitHTTP(t, netip.AddrPortFrom(resolve(t, fqdn)[0], 80), fqdn)
+		t.Logf("Service created -> first 200 by name %s: %s", fqdn, time.Since(created).Round(time.Millisecond))
+		pods := echoPods(t, cs, "default", "echo")
+		for _, a := range []echoAnswer{byVIP, byName} {
+			if !slices.Contains(pods, a.Pod) {
+				t.Errorf("the answer came from pod %q, not one of the Deployment's %v: %+v", a.Pod, pods, a)
+			}
+		}
+		if byName.Host != fqdn {
+			t.Errorf("by name, the pod saw Host %q; want %q", byName.Host, fqdn)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("3 cluster delete: the name is gone, the VIP silent, no node, volume or kubeconfig entry left", func(t *testing.T) {
+		l.run(t, deleteTimeout, "cluster", "delete", dev, "--progress", "plain")
+		waitName(t, fqdn, nil)
+		checkGone(t, l, dev, 1)
+		if err := httpOnce(netip.AddrPortFrom(vip, 80), ""); err == nil {
+			t.Errorf("%s still answers after the cluster was deleted", vip)
+		}
+		for _, v := range nodeVolumes {
+			if out, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "name=^"+v+"$").Output(); strings.TrimSpace(string(out)) != "" {
+				t.Errorf("the node's volume %s is left", v)
+			}
+		}
+	})
+}
+
+// checkRunning checks the cluster's node is Ready and that what marina's
+// built-ins applied runs, from the images the node image preloads:
+// MetalLB's controller and speaker, CoreDNS and ExternalDNS.
+func checkRunning(t testing.TB, cs kubernetes.Interface) {
+	t.Helper()
+	dockertest.WaitFor(t, podsTimeout, time.Second, "the node Ready and MetalLB, CoreDNS, ExternalDNS available", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes.Items {
+			if !nodeReady(n) {
+				return fmt.Errorf("node %s not Ready", n.Name)
+			}
+		}
+		for _, d := range [][2]string{{metallb.Namespace, "controller"}, {"kube-system", "coredns"}, {externaldns.Namespace, externaldns.AppName}} {
+			dep, err := cs.AppsV1().Deployments(d[0]).Get(ctx, d[1], metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if !deploymentAvailable(dep) {
+				return fmt.Errorf("Deployment %s/%s: %d of %d replicas available", d[0], d[1], dep.Status.AvailableReplicas, dep.Status.Replicas)
+			}
+		}
+		ds, err := cs.AppsV1().DaemonSets(metallb.Namespace).Get(ctx, "speaker", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ds.Status.DesiredNumberScheduled == 0 || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
+			return fmt.Errorf("DaemonSet %s/speaker: %d of %d ready", metallb.Namespace, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+		}
+		return nil
+	})
+}
+
+func nodeReady(n corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func deploymentAvailable(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	return d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= want && d.Status.UpdatedReplicas >= want
+}
+
+// deployEcho creates a Deployment name of the echo server (label app=name,
+// port 8080) and waits for it to be available.
+func deployEcho(t testing.TB, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	replicas := int32(1)
+	labels := map[string]string{"app": name}
+	env := []corev1.EnvVar{
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+	}
+	_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name:            "echo",
+					Image:           echoImage,
+					ImagePullPolicy: corev1.PullIfNotPresent,
+					Env:             env,
+					Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+						Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+				}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockertest.WaitFor(t, podsTimeout, 500*time.Millisecond, "Deployment "+ns+"/"+name+" available", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !deploymentAvailable(d) {
+			return fmt.Errorf("%d of %d replicas available", d.Status.AvailableReplicas, replicas)
+		}
+		return nil
+	})
+}
+
+// echoPods names the Deployment's pods.
+func echoPods(t testing.TB, cs kubernetes.Interface, ns, app string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pods.Items {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// echoAnswer is the echo server's JSON answer.
+type echoAnswer struct {
+	Hostname string `json:"hostname"`
+	Pod      string `json:"pod"`
+	Host     string `json:"host"`
+	Path     string `json:"path"`
+	Remote   string `json:"remote"`
+}
+
+// httpGet sends GET / to addr (loopback or a container network of this
+// machine only), with Host host when not empty, and decodes the echo
+// server's answer.
+func httpGet(addr netip.AddrPort, host string) (echoAnswer, error) {
+	var a echoAnswer
+	if err := dockertest.CheckLocal(addr.Addr()); err != nil {
+		return a, err
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr.String()+"/", nil)
+	if err != nil {
+		return a, err
+	}
+	if host != "" {
+		req.Host = host
+	}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
+		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return a, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return a, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return a, fmt.Errorf("GET http://%s/ (Host %q): %s: %s", addr, host, resp.Status, body)
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		return a, fmt.Errorf("GET http://%s/: not the echo server's answer: %v: %s", addr, err, body)
+	}
+	return a, nil
+}
+
+func httpOnce(addr netip.AddrPort, host string) error {
+	_, err := httpGet(addr, host)
+	return err
+}
+
+// waitHTTP waits for a 200 from the echo server at addr and returns it.
+func waitHTTP(t testing.TB, addr netip.AddrPort, host string) echoAnswer {
+	t.Helper()
+	var a echoAnswer
+	what := "a 200 from http://" + addr.String() + "/"
+	if host != "" {
+		what += " (Host " + host + ")"
+	}
+	dockertest.WaitFor(t, httpTimeout, 200*time.Millisecond, what, func() error {
+		var err error
+		a, err = httpGet(addr, host)
+		return err
+	})
+	return a
+}
+
+// volumesOf names the Docker volumes of cluster name's node containers.
+func volumesOf(t testing.TB, name string) []string {
+	t.Helper()
+	ids := strings.Fields(dockertest.Docker(t, "ps", "-aq", "--filter", "label="+kind.ClusterLabel+"="+name))
+	if len(ids) == 0 {
+		t.Fatalf("no node container of %s", name)
+	}
+	var vols []string
+	for _, id := range ids {
+		out := dockertest.Docker(t, "inspect", "--format", `{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}`, id)
+		vols = append(vols, strings.Fields(out)...)
+	}
+	if len(vols) == 0 {
+		t.Fatalf("the nodes of %s have no volume (kind gives each one for /var)", name)
+	}
+	return vols
+}

@@ -1,0 +1,113 @@
+// Command echo is the HTTP workload used by marina's end-to-end tests.
+//
+//	GET /         200, JSON {"hostname", "pod", "namespace", "path", "remote", "message"}
+//	GET /healthz  200, "ok"
+//
+// Environment: PORT (default 8080), POD_NAME, POD_NAMESPACE, MESSAGE.
+// SIGTERM or SIGINT shut the server down gracefully.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// reply is the body of GET /.
+type reply struct {
+	Hostname  string `json:"hostname"`
+	Pod       string `json:"pod"`
+	Namespace string `json:"namespace"`
+	// Host is the request's Host header: by name, the name the client used.
+	Host    string `json:"host"`
+	Path    string `json:"path"`
+	Remote  string `json:"remote"`
+	Message string `json:"message"`
+}
+
+// identity is what the server reports about itself.
+type identity struct {
+	Hostname  string
+	Pod       string
+	Namespace string
+	Message   string
+}
+
+func newHandler(id identity) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		body, err := json.Marshal(reply{
+			Hostname:  id.Hostname,
+			Pod:       id.Pod,
+			Namespace: id.Namespace,
+			Host:      r.Host,
+			Path:      r.URL.Path,
+			Remote:    r.RemoteAddr,
+			Message:   id.Message,
+		})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(append(body, '\n'))
+	})
+	return mux
+}
+
+func main() {
+	log.SetPrefix("echo: ")
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "8080"
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		log.Printf("hostname: %v", err)
+	}
+	srv := &http.Server{
+		Addr: net.JoinHostPort("", port),
+		Handler: newHandler(identity{
+			Hostname:  hostname,
+			Pod:       os.Getenv("POD_NAME"),
+			Namespace: os.Getenv("POD_NAMESPACE"),
+			Message:   os.Getenv("MESSAGE"),
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	errc := make(chan error, 1)
+	go func() {
+		log.Printf("listening on %s", srv.Addr)
+		errc <- srv.ListenAndServe()
+	}()
+
+	select {
+	case err := <-errc:
+		log.Fatal(err)
+	case <-ctx.Done():
+	}
+	log.Printf("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Printf("shutdown: %v", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Printf("serve: %v", err)
+	}
+}
