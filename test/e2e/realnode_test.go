@@ -176,7 +176,58 @@ func TestRealNodes(t *testing.T) {
 		return
 	}
 
-	t.Run("3 cluster delete: the name is gone, the VIP silent, no node, volume or kubeconfig entry left", func(t *testing.T) {
+	const staging = "e2e-staging"
+	stagingFQDN := "echo.default." + staging + "." + zone
+	t.Run("3 a pod in staging reaches dev's echo by name, through its cluster DNS and the lab's", func(t *testing.T) {
+		l.createCluster(t, staging)
+		checkCreated(t, l, staging, 2)
+		checkRunning(t, l.clientset(t, staging))
+		cs := l.clientset(t, staging)
+		deployEcho(t, cs, "default", "echo")
+		stagingVIP := exposeAndResolve(t, l, staging, 2, "echo", "default")
+		if stagingVIP == vip {
+			t.Fatalf("staging's Service got dev's address %s", vip)
+		}
+		for _, a := range pools(t, 1) {
+			for _, b := range pools(t, 2) {
+				if a.Overlaps(b) {
+					t.Fatalf("slot 1's pool %s overlaps slot 2's %s", a, b)
+				}
+			}
+		}
+		out := runPod(t, cs, "default", "reach-dev", "get", "http://"+fqdn+"/", "90s")
+		var a echoAnswer
+		var line string
+		for _, l := range strings.Split(out, "\n") { // the log has the client's stderr too
+			if strings.HasPrefix(l, "{") {
+				line = l
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("the pod in %s printed no echo answer: %v\n%s", staging, err, out)
+		}
+		if pods := echoPods(t, l.clientset(t, dev), "default", "echo"); !slices.Contains(pods, a.Pod) || a.Host != fqdn {
+			t.Fatalf("from %s, %s was answered by pod %q (Host %q); want one of dev's %v", staging, fqdn, a.Pod, a.Host, pods)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("4 dev's node restarts (a VM reboot or sleep): the Service answers again by VIP and by name", func(t *testing.T) {
+		nodes := strings.Fields(dockertest.Docker(t, "ps", "-q", "--filter", "label="+kind.ClusterLabel+"="+dev))
+		restarted := time.Now()
+		dockertest.Docker(t, append([]string{"restart", "--time", "30"}, nodes...)...)
+		checkRunning(t, l.clientset(t, dev))
+		waitHTTP(t, netip.AddrPortFrom(vip, 80), "")
+		waitHTTP(t, netip.AddrPortFrom(resolve(t, fqdn)[0], 80), fqdn)
+		t.Logf("docker restart of %s's nodes -> the Service answers by VIP and by name: %s", dev, time.Since(restarted).Round(time.Millisecond))
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("5 cluster delete dev: its name is gone, its VIP silent, no node, volume or kubeconfig entry left; staging still answers", func(t *testing.T) {
 		l.run(t, deleteTimeout, "cluster", "delete", dev, "--progress", "plain")
 		waitName(t, fqdn, nil)
 		checkGone(t, l, dev, 1)
@@ -188,7 +239,49 @@ func TestRealNodes(t *testing.T) {
 				t.Errorf("the node's volume %s is left", v)
 			}
 		}
+		waitHTTP(t, netip.AddrPortFrom(resolve(t, stagingFQDN)[0], 80), stagingFQDN)
 	})
+}
+
+// runPod runs the echo image with args as a pod to completion and returns
+// its log; it fails t unless the pod succeeds.
+func runPod(t testing.TB, cs kubernetes.Interface, ns, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), podsTimeout)
+	defer cancel()
+	_, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "client", Image: echoImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: append([]string{"/echo"}, args...),
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phase corev1.PodPhase
+	dockertest.WaitFor(t, podsTimeout, time.Second, "pod "+ns+"/"+name+" to finish", func() error {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		phase = p.Status.Phase
+		if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+			return nil
+		}
+		return fmt.Errorf("phase %s", phase)
+	})
+	b, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: "client"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs of pod %s/%s: %v", ns, name, err)
+	}
+	if phase != corev1.PodSucceeded {
+		t.Fatalf("pod %s/%s (echo %s) %s:\n%s", ns, name, strings.Join(args, " "), phase, b)
+	}
+	return string(b)
 }
 
 // checkRunning checks the cluster's node is Ready and that what marina's

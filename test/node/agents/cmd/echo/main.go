@@ -1,16 +1,23 @@
 // Command echo is the HTTP workload used by marina's end-to-end tests.
 //
-//	GET /         200, JSON {"hostname", "pod", "namespace", "path", "remote", "message"}
+//	GET /         200, JSON {"hostname", "pod", "namespace", "host", "path", "remote", "message"}
 //	GET /healthz  200, "ok"
 //
 // Environment: PORT (default 8080), POD_NAME, POD_NAMESPACE, MESSAGE.
 // SIGTERM or SIGINT shut the server down gracefully.
+//
+// `echo get URL [TIMEOUT]` is the client side, for a pod that must reach a
+// Service (the tests' cross-cluster check): it GETs URL until a 200 or
+// TIMEOUT (a Go duration, default 60s), prints the body and exits 0; else it
+// prints the last error and exits 1.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -68,6 +75,9 @@ func newHandler(id identity) http.Handler {
 
 func main() {
 	log.SetPrefix("echo: ")
+	if len(os.Args) > 1 && os.Args[1] == "get" {
+		os.Exit(get(os.Args[2:], os.Stdout))
+	}
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8080"
@@ -110,4 +120,55 @@ func main() {
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Printf("serve: %v", err)
 	}
+}
+
+// get is `echo get URL [TIMEOUT]`; it returns the exit status.
+func get(args []string, out io.Writer) int {
+	if len(args) < 1 || len(args) > 2 {
+		log.Print("usage: echo get URL [TIMEOUT]")
+		return 2
+	}
+	timeout := 60 * time.Second
+	if len(args) == 2 {
+		d, err := time.ParseDuration(args[1])
+		if err != nil || d <= 0 {
+			log.Printf("TIMEOUT %q: want a positive duration such as 30s", args[1])
+			return 2
+		}
+		timeout = d
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(timeout)
+	var last error
+	for attempt := 1; ; attempt++ {
+		body, err := getOnce(client, args[0])
+		if err == nil {
+			_, _ = out.Write(body)
+			log.Printf("GET %s: 200 after %d attempt(s)", args[0], attempt)
+			return 0
+		}
+		last = err
+		if time.Now().Add(500 * time.Millisecond).After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	log.Printf("GET %s: no 200 within %s: %v", args[0], timeout, last)
+	return 1
+}
+
+func getOnce(client *http.Client, url string) ([]byte, error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return body, nil
 }

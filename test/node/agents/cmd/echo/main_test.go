@@ -80,3 +80,23 @@ func TestMethodNotAllowed(t *testing.T) {
 		t.Fatalf("POST / = %d, want 405", rec.Code)
 	}
 }
+
+func TestGet(t *testing.T) {
+	srv := httptest.NewServer(newHandler(identity{Pod: "p"}))
+	defer srv.Close()
+	var out strings.Builder
+	if code := get([]string{srv.URL + "/x", "5s"}, &out); code != 0 || !strings.Contains(out.String(), `"path":"/x"`) {
+		t.Fatalf("get = %d, %q", code, out.String())
+	}
+	// Nothing listens on a closed server's address: exit 1 after the timeout.
+	closed := httptest.NewServer(http.NotFoundHandler())
+	url := closed.URL
+	closed.Close()
+	out.Reset()
+	if code := get([]string{url, "1s"}, &out); code != 1 || out.Len() != 0 {
+		t.Fatalf("get of a closed address = %d, %q; want 1 and no output", code, out.String())
+	}
+	if code := get(nil, &out); code != 2 {
+		t.Fatalf("get without a URL = %d, want 2", code)
+	}
+}
