@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/bcollard/marina/core/cli"
+	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/fleet"
 	"github.com/bcollard/marina/core/kind"
@@ -39,7 +40,7 @@ func newClusterCreateCmd(a *app) *cobra.Command {
 	var f pipelineFlags
 	var spec lab.ClusterSpec
 	var labels, noPlugins, onlyPlugins []string
-	var nodeVersion string
+	var nodeVersion, nodeImage string
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a kind cluster on its own slot, with every enabled plugin's hooks",
@@ -62,11 +63,12 @@ Every enabled plugin's hooks run for the cluster; --plugins NAME,... runs only t
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[0]
 			// Before anything runs (config, plugins, lock, slot, docker), --dry-run too.
-			lbl, err := checkCreateFlags(cmd.Flags(), spec, nodeVersion, labels, onlyPlugins, noPlugins)
+			lbl, err := checkCreateFlags(cmd.Flags(), spec, nodeVersion, nodeImage, labels, onlyPlugins, noPlugins)
 			if err != nil {
 				return err
 			}
 			spec.Labels = lbl
+			spec.NodeImage = nodeImage
 			if nodeVersion != "" {
 				spec.NodeImage = "kindest/node:" + nodeVersion
 			}
@@ -104,6 +106,7 @@ Every enabled plugin's hooks run for the cluster; --plugins NAME,... runs only t
 	fl.StringVar(&spec.Zone, "zone", "", "topology.kubernetes.io/zone of the nodes, "+labelValue+" (default <region>-b)")
 	fl.StringArrayVarP(&labels, "label", "l", nil, "node label k=v (repeatable)")
 	fl.StringVar(&nodeVersion, "node-version", "", "Kubernetes version of the node image, a kindest/node tag such as v1.37.0 (default kind.nodeVersion)")
+	fl.StringVar(&nodeImage, "node-image", "", "the kind node image, e.g. one built locally (default images.kindNode; not with --node-version)")
 	fl.IntVar(&spec.Workers, "workers", 0, fmt.Sprintf("worker nodes besides the control plane (0-%d)", fleet.MaxWorkers))
 	fl.IntVar(&spec.Slot, "slot", 0, fmt.Sprintf("pin the slot (%d-%d) instead of taking the lowest free one", slot.Min, slot.Max))
 	fl.StringArrayVar(&noPlugins, "no-plugin", nil, "skip this plugin's hooks for this cluster (repeatable)")
@@ -129,10 +132,16 @@ var createFlagOf = map[string]string{
 // selection's form. It returns the labels, or a usage error listing every
 // problem, each naming its flag. A pinned slot is checked when --slot is
 // given (--slot 0 is refused, as num: 0 is in a manifest).
-func checkCreateFlags(fl *pflag.FlagSet, spec lab.ClusterSpec, nodeVersion string, labels, only, skip []string) (map[string]string, error) {
+func checkCreateFlags(fl *pflag.FlagSet, spec lab.ClusterSpec, nodeVersion, nodeImage string, labels, only, skip []string) (map[string]string, error) {
 	var errs []error
 	if err := kind.ValidateName(spec.Name); err != nil {
 		errs = append(errs, err)
+	}
+	switch {
+	case nodeImage != "" && nodeVersion != "":
+		errs = append(errs, errors.New("--node-image and --node-version do not mix: give the image, or the kindest/node version"))
+	case fl.Changed("node-image") && !config.IsImageRef(nodeImage):
+		errs = append(errs, fmt.Errorf("--node-image %q is not an image reference; write it like kindest/node:v1.37.0 or registry.example.com/team/node:v1.37.0", nodeImage))
 	}
 	s := fleet.Settings{NodeVersion: nodeVersion, Workers: &spec.Workers, Region: spec.Region, Zone: spec.Zone, Wait: &spec.Wait}
 	if fl.Changed("slot") {

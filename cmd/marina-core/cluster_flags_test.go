@@ -168,6 +168,11 @@ func TestClusterCreateFlagBounds(t *testing.T) {
 		{[]string{"Bad_Name", "--workers", "11"}, `2 problems with the command line; nothing was done:` + "\n  cluster name \"Bad_Name\""},
 		{[]string{"--workers", "10", "--slot", "99", "--node-version", "v1.37.0", "--region", "us-east1", "--zone", "us-east1-c", "--wait", "1s"}, ""},
 		{[]string{"--workers", "0", "--slot", "1"}, ""},
+		{[]string{"--node-image", "Marina/Node:v1"}, `Error: --node-image "Marina/Node:v1" is not an image reference; write it like kindest/node:v1.37.0`},
+		{[]string{"--node-image", ""}, `Error: --node-image "" is not an image reference`},
+		{[]string{"--node-image", "kindest/node:v1.37.0", "--node-version", "v1.37.0"}, "Error: --node-image and --node-version do not mix"},
+		{[]string{"--node-image", "marina-test/kind-node:v1.37.2"}, ""},
+		{[]string{"--node-image", "localhost:5000/team/node@sha256:" + strings.Repeat("a", 64)}, ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := []string{"cluster", "create", "--dry-run"}

@@ -41,8 +41,8 @@ func compareNames(t *testing.T, s string) {
 	if got, want := isPluginName(s), pluginNameRE.MatchString(s); got != want {
 		t.Errorf("isPluginName(%q) = %v, the expression says %v", s, got, want)
 	}
-	if got, want := isImageRef(s), imageRefRE.MatchString(s); got != want {
-		t.Errorf("isImageRef(%q) = %v, the expression says %v", s, got, want)
+	if got, want := IsImageRef(s), imageRefRE.MatchString(s); got != want {
+		t.Errorf("IsImageRef(%q) = %v, the expression says %v", s, got, want)
 	}
 }
 

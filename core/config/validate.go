@@ -189,7 +189,7 @@ func Validate(c *Config) []Problem {
 	// images
 	for _, leaf := range schema().child("images").Children {
 		img := valueAt(c, leaf).(string)
-		if img != "" && !isImageRef(img) {
+		if img != "" && !IsImageRef(img) {
 			add(leaf.Path, "%q is not an image reference like registry.example.com/repo/name:tag", img)
 		}
 	}
@@ -484,10 +484,11 @@ func isPluginName(s string) bool {
 	return true
 }
 
-// isImageRef: an image reference as Docker's grammar has it, lower-case:
+// IsImageRef reports whether s is an image reference as Docker's grammar has
+// it, lower-case:
 // ^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*
 // (:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$
-func isImageRef(s string) bool {
+func IsImageRef(s string) bool {
 	if name, digest, ok := strings.Cut(s, "@"); ok {
 		hex, ok := strings.CutPrefix(digest, "sha256:")
 		if !ok || len(hex) != 64 || strings.IndexFunc(hex, func(r rune) bool { return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') }) >= 0 {
