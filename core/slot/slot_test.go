@@ -324,65 +324,39 @@ func TestAllocate(t *testing.T) {
 		pinned  int
 		want    int
 		wantErr []string // substrings of the error; nil means success
+		// busy are API host ports another lab's clusters hold on the
+		// same Docker engine.
+		busy map[int]string
 	}{
-		{"empty", "172.30.0.0/16", nil, 0, 1, nil},
-		{"next", "172.30.0.0/16", []int{1, 3}, 0, 2, nil},
-		{"after 1..9", "172.30.0.0/16", seq(1, 9), 0, 10, nil},
-		{"skips 11..19", "172.30.0.0/16", seq(1, 10), 0, 20, nil},
-		{"lowest after a free", "172.30.0.0/16", []int{2, 3, 11}, 0, 4, nil},
-		{"pinned free", "172.30.0.0/16", []int{1}, 42, 42, nil},
+		{"empty", "172.30.0.0/16", nil, 0, 1, nil, nil},
+		{"next", "172.30.0.0/16", []int{1, 3}, 0, 2, nil, nil},
+		{"after 1..9", "172.30.0.0/16", seq(1, 9), 0, 10, nil, nil},
+		{"skips 11..19", "172.30.0.0/16", seq(1, 10), 0, 20, nil, nil},
+		{"lowest after a free", "172.30.0.0/16", []int{2, 3, 11}, 0, 4, nil, nil},
+		{"pinned free", "172.30.0.0/16", []int{1}, 42, 42, nil, nil},
 		{"pinned 11 over 1", "172.30.0.0/16", []int{1}, 11, 0, []string{
 			"cluster slot 11 is not available: service subnet 10.11.0.0/16 of slot 11 equals pod subnet 10.11.0.0/16 of slot 1",
-			"pin slot 2 instead"}},
-		{"pinned 1 over 11", "172.30.0.0/16", []int{11}, 1, 0, []string{"pod subnet 10.11.0.0/16 of slot 1 equals service subnet 10.11.0.0/16 of slot 11", "pin slot 2"}},
-		{"pinned taken", "172.30.0.0/16", []int{1, 5}, 5, 0, []string{"slot 5 is already used by a live cluster", "pin slot 2"}},
-		{"pinned 0 too low", "172.30.0.0/16", nil, -1, 0, []string{"got -1", "between 1 and 99"}},
-		{"pinned 100", "172.30.0.0/16", nil, 100, 0, []string{"got 100", "between 1 and 99"}},
-		{"live 0", "172.30.0.0/16", []int{3, 0}, 0, 0, []string{"live cluster carries slot 0", "marina.dev/slot", "fix or delete"}},
-		{"live 100", "172.30.0.0/16", []int{100}, 4, 0, []string{"live cluster carries slot 100"}},
-		{"bridge skips 5", "10.5.0.0/16", seq(1, 4), 0, 6, nil},
-		{"bridge frees 15", "10.5.0.0/16", []int{1, 2, 3, 4, 6, 7, 8, 9, 10}, 0, 15, nil},
-		{"bridge refuses 5", "10.5.0.0/16", nil, 5, 0, []string{"slot 5 is not available: service subnet 10.5.0.0/16 of slot 5 equals the bridge 10.5.0.0/16", "pin slot 1"}},
-		{"other bridge", "192.168.0.0/16", []int{1}, 0, 2, nil},
-	}
-	// API host ports another lab's clusters hold on the same Docker engine.
-	busyTests := []struct {
-		name    string
-		live    []int
-		busy    map[int]string
-		pinned  int
-		want    int
-		wantErr []string
-	}{
-		{"skips a busy port", nil, map[int]string{7001: "container dev-control-plane"}, 0, 2, nil},
-		{"skips busy and live", []int{2}, map[int]string{7001: "x", 7003: "y"}, 0, 4, nil},
-		{"a busy port off the slots changes nothing", nil, map[int]string{7000: "x", 7100: "y", 6443: "z"}, 0, 1, nil},
-		{"pinned on a busy port names the holder", nil, map[int]string{7005: "container dev-control-plane (kind cluster dev, network kind)"}, 5, 0, []string{
+			"pin slot 2 instead"}, nil},
+		{"pinned 1 over 11", "172.30.0.0/16", []int{11}, 1, 0, []string{"pod subnet 10.11.0.0/16 of slot 1 equals service subnet 10.11.0.0/16 of slot 11", "pin slot 2"}, nil},
+		{"pinned taken", "172.30.0.0/16", []int{1, 5}, 5, 0, []string{"slot 5 is already used by a live cluster", "pin slot 2"}, nil},
+		{"pinned 0 too low", "172.30.0.0/16", nil, -1, 0, []string{"got -1", "between 1 and 99"}, nil},
+		{"pinned 100", "172.30.0.0/16", nil, 100, 0, []string{"got 100", "between 1 and 99"}, nil},
+		{"live 0", "172.30.0.0/16", []int{3, 0}, 0, 0, []string{"live cluster carries slot 0", "marina.dev/slot", "fix or delete"}, nil},
+		{"live 100", "172.30.0.0/16", []int{100}, 4, 0, []string{"live cluster carries slot 100"}, nil},
+		{"bridge skips 5", "10.5.0.0/16", seq(1, 4), 0, 6, nil, nil},
+		{"bridge frees 15", "10.5.0.0/16", []int{1, 2, 3, 4, 6, 7, 8, 9, 10}, 0, 15, nil, nil},
+		{"bridge refuses 5", "10.5.0.0/16", nil, 5, 0, []string{"slot 5 is not available: service subnet 10.5.0.0/16 of slot 5 equals the bridge 10.5.0.0/16", "pin slot 1"}, nil},
+		{"other bridge", "192.168.0.0/16", []int{1}, 0, 2, nil, nil},
+		{"skips a busy port", "172.30.0.0/16", nil, 0, 2, nil, map[int]string{7001: "container dev-control-plane"}},
+		{"skips busy and live", "172.30.0.0/16", []int{2}, 0, 4, nil, map[int]string{7001: "x", 7003: "y"}},
+		{"a busy port off the slots changes nothing", "172.30.0.0/16", nil, 0, 1, nil, map[int]string{7000: "x", 7100: "y", 6443: "z"}},
+		{"pinned on a busy port names the holder", "172.30.0.0/16", nil, 5, 0, []string{
 			"cluster slot 5 is not available: its API port 7005 is taken on the Docker host by container dev-control-plane (kind cluster dev, network kind)",
-			"pin slot 1 instead"}},
-	}
-	for _, tt := range busyTests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := Allocate(defaultBridge, tt.live, tt.busy, tt.pinned)
-			if tt.wantErr == nil {
-				if err != nil || got != tt.want {
-					t.Fatalf("got %d, %v; want %d", got, err, tt.want)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("got slot %d, want an error", got)
-			}
-			for _, w := range tt.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q\nshould contain %q", err, w)
-				}
-			}
-		})
+			"pin slot 1 instead"}, map[int]string{7005: "container dev-control-plane (kind cluster dev, network kind)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Allocate(pfx(tt.bridge), tt.live, nil, tt.pinned)
+			got, err := Allocate(pfx(tt.bridge), tt.live, tt.busy, tt.pinned)
 			if tt.wantErr == nil {
 				if err != nil || got != tt.want {
 					t.Fatalf("got %d, %v; want %d", got, err, tt.want)
