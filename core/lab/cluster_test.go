@@ -825,3 +825,30 @@ func (r *progressRecorder) contains(s string) bool {
 	}
 	return false
 }
+
+// TestCreateClusterBusyAPIPort (tier 3): a slot whose API port another
+// container holds on the Docker host (a cluster of another lab) is
+// skipped; pinning it is refused, naming the holder, before kind runs.
+func TestCreateClusterBusyAPIPort(t *testing.T) {
+	kubetest.RequireAssets(t)
+	home := t.TempDir()
+	p := newAPIProvider(t)
+	l, c := labFor(t, p, home, "")
+	const holder = "container demo-control-plane (kind cluster demo on network kind)"
+	c.BusyPorts = func(context.Context) (map[int]string, error) { return map[int]string{7001: holder}, nil }
+	ctx := context.Background()
+	_, err := l.CreateCluster(ctx, c, ClusterSpec{Name: "pinned", Slot: 1}, lifecycle.Options{})
+	if err == nil || !strings.Contains(err.Error(), "its API port 7001 is taken on the Docker host by "+holder) {
+		t.Fatalf("pinned on a busy API port: %v", err)
+	}
+	if len(p.configs) != 0 {
+		t.Fatalf("kind ran for a refused slot: %v", p.configs)
+	}
+	cl, err := l.CreateCluster(ctx, c, ClusterSpec{Name: "auto"}, lifecycle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.Slot != 2 || p.configs["auto"].Networking.APIServerPort != 7002 {
+		t.Fatalf("cluster %+v, kind's API port %d; want slot 2 on 7002, past the busy 7001", cl, p.configs["auto"].Networking.APIServerPort)
+	}
+}
