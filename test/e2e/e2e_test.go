@@ -49,7 +49,7 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("1 up then cluster create dev: hooks run for real and the kubeconfig works", func(t *testing.T) {
 		l.createCluster(t, dev)
-		checkCreated(t, l, dev, 1)
+		checkCreated(t, l, dev, l.slots[0])
 	})
 	if t.Failed() {
 		return
@@ -57,24 +57,24 @@ func TestEndToEnd(t *testing.T) {
 
 	var devVIP netip.Addr
 	t.Run("2 a LoadBalancer Service gets a VIP from the slot's pool and its name resolves via the lab's DNS server", func(t *testing.T) {
-		devVIP = exposeAndResolve(t, l, dev, 1, "web", "default")
+		devVIP = exposeAndResolve(t, l, dev, l.slots[0], "web", "default")
 	})
 	if t.Failed() {
 		return
 	}
 
-	t.Run("3 staging gets slot 2, a disjoint pool and its own names; deleting dev removes only dev's names", func(t *testing.T) {
+	t.Run("3 staging gets the next slot, a disjoint pool and its own names; deleting dev removes only dev's names", func(t *testing.T) {
 		l.createCluster(t, staging)
-		checkCreated(t, l, staging, 2)
-		stagingVIP := exposeAndResolve(t, l, staging, 2, "web", "default")
+		checkCreated(t, l, staging, l.slots[1])
+		stagingVIP := exposeAndResolve(t, l, staging, l.slots[1], "web", "default")
 		if stagingVIP == devVIP {
 			t.Fatalf("staging's Service got dev's address %s", devVIP)
 		}
-		p1, p2 := pools(t, 1), pools(t, 2)
+		p1, p2 := pools(t, l.slots[0]), pools(t, l.slots[1])
 		for _, a := range p1 {
 			for _, b := range p2 {
 				if a.Overlaps(b) {
-					t.Fatalf("slot 1's pool %s overlaps slot 2's %s", a, b)
+					t.Fatalf("slot %d's pool %s overlaps slot %d's %s", l.slots[0], a, l.slots[1], b)
 				}
 			}
 		}
@@ -87,7 +87,7 @@ func TestEndToEnd(t *testing.T) {
 		if keys := etcdKeys(t); strings.Contains(keys, "/"+dev+"/") {
 			t.Errorf("dev's records are still in the zone's etcd:\n%s", keys)
 		}
-		checkGone(t, l, dev, 1)
+		checkGone(t, l, dev, l.slots[0])
 		if _, ok := l.clusters(t)[staging]; !ok {
 			t.Fatal("deleting dev took staging with it")
 		}
@@ -124,7 +124,7 @@ func TestEndToEnd(t *testing.T) {
 		if code := cmd.ProcessState.ExitCode(); code != 130 {
 			t.Errorf("exit code %d after SIGINT; want 130", code)
 		}
-		checkGone(t, l, name, 1) // dev's slot 1 was free again
+		checkGone(t, l, name, l.slots[0]) // dev's slot was free again
 		if keys := etcdKeys(t); strings.Contains(keys, name) {
 			t.Errorf("records of %s are in the zone's etcd:\n%s", name, keys)
 		}
@@ -156,8 +156,8 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("the error does not name %q:\n%s", want, r)
 			}
 		}
-		slotOf := 1
-		for n := 1; n <= 99; n++ {
+		slotOf := 0
+		for _, n := range l.slots {
 			taken := false
 			for _, ci := range before {
 				taken = taken || ci.Slot == n

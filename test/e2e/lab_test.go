@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,10 +56,11 @@ const (
 
 // labConfig is the lab's config: marina's defaults on the host driver with
 // the locally built service images (no container registry is reachable
-// here, so no mirror either), on a network, subnet and container names of
-// its own; kindNode, when not empty, is images.kindNode (the real-node
-// tests' node image).
-func labConfig(kindNode string) string {
+// here, so none of the default mirrors either), on a network, subnet and
+// container names of its own; kindNode, when not empty, is images.kindNode
+// (the real-node tests' node image), and mirrors is registries.mirrors (a
+// YAML flow list; "[]" for none).
+func labConfig(kindNode, mirrors string) string {
 	images := `images:
   registry: marina-test/registry:v3.1.2
   dnsEtcd: marina-test/etcd:v3.7.3
@@ -72,7 +75,7 @@ network:
   name: ` + network + `
   bridgeCIDR: ` + bridgeCIDR + `
 ` + images + `registries:
-  mirrors: []
+  mirrors: ` + mirrors + `
 plugins:
   localdns:
     config:
@@ -91,7 +94,38 @@ type lab struct {
 	// kubelet plays the kubelet for the stand-in's clusters; nil with
 	// real nodes.
 	kubelet *kubelet
+	// slots are the slots the lab's clusters get, in creation order (while
+	// none is deleted): the lowest whose API host port 7000+N no other
+	// container publishes. A user's lab with clusters beside the tests holds
+	// its slots' ports on the same engine, and marina skips them.
+	slots []int
 }
+
+// freeSlots are the slots 1..9 whose API host port no container publishes
+// now, lowest first.
+func freeSlots(t testing.TB) []int {
+	t.Helper()
+	busy := map[int]bool{}
+	for _, m := range publishedPort.FindAllStringSubmatch(dockertest.Docker(t, "ps", "--format", "{{.Ports}}"), -1) {
+		if p, err := strconv.Atoi(m[1]); err == nil {
+			busy[p] = true
+		}
+	}
+	var free []int
+	for n := 1; n <= 9; n++ {
+		if !busy[slot.APIPortBase+n] {
+			free = append(free, n)
+		}
+	}
+	if len(free) < 4 {
+		t.Fatalf("only slots %v have a free API port; the tests need four", free)
+	}
+	return free
+}
+
+// publishedPort matches a host port in `docker ps`'s Ports column
+// ("0.0.0.0:7001->6443/tcp").
+var publishedPort = regexp.MustCompile(`:([0-9]+)->`)
 
 // startLab builds marina and the kind stand-in, checks that the lab's
 // addresses are free, runs `marina up` and registers `marina destroy --yes`
@@ -99,7 +133,7 @@ type lab struct {
 func startLab(t testing.TB) *lab {
 	t.Helper()
 	paths := standin.Build(t)
-	l := newLab(t, "", paths.Env())
+	l := newLab(t, "", "[]", paths.Env())
 	// Cleanups run last-in first-out: the kubelet's pods go before the
 	// lab is destroyed (they hold addresses on its network).
 	l.kubelet = newKubelet(t, network)
@@ -109,18 +143,19 @@ func startLab(t testing.TB) *lab {
 
 // startRealLab is startLab with real kind nodes: marina's own kind helper
 // (kind's library) makes the clusters from the tests' node image
-// (test/node), with the docker shim first on its PATH (realnode_test.go).
+// (test/node), with the docker shim first on its PATH, and one registry
+// mirror, of the tests' own upstream registry (realnode_test.go).
 func startRealLab(t testing.TB) *lab {
 	t.Helper()
 	n := requireRealNodes(t)
-	l := newLab(t, n.image, n.env())
+	l := newLab(t, n.image, realMirrors, n.env())
 	l.run(t, upTimeout, "up", "--progress", "plain")
 	return l
 }
 
-// newLab makes a lab's home, config (with images.kindNode kindNode) and
-// environment (with extraEnv), and registers its destroy for the end of t.
-func newLab(t testing.TB, kindNode string, extraEnv []string) *lab {
+// newLab makes a lab's home, config (labConfig) and environment (with
+// extraEnv), and registers its destroy for the end of t.
+func newLab(t testing.TB, kindNode, mirrors string, extraEnv []string) *lab {
 	t.Helper()
 	dockertest.Require(t)
 	kubetest.RequireAssets(t)
@@ -131,10 +166,14 @@ func newLab(t testing.TB, kindNode string, extraEnv []string) *lab {
 	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfg, []byte(labConfig(kindNode)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(labConfig(kindNode, mirrors)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	l.env = append(labEnv(home, cfg), extraEnv...)
+	l.slots = freeSlots(t)
+	if l.slots[0] != 1 {
+		t.Logf("slots below %d have their API port taken (a user's clusters): the lab's clusters get slots %v", l.slots[0], l.slots)
+	}
 	t.Cleanup(func() { l.destroy(t) })
 	return l
 }

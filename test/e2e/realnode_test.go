@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,17 @@ const nodeImage = "marina-test/kind-node:v1.37.2"
 
 // echoImage is the workload the node image preloads (test/node/agents/cmd/echo).
 const echoImage = "marina-test/echo:v1"
+
+// The real-node lab's registry mirror, of the tests' own upstream registry
+// (a container on the lab's network, started by TestRealNodes after up):
+// the only registry the lab's nodes know. Names are machine-wide: none is a
+// user's.
+const (
+	upstreamName = "marina-e2e-upstream"
+	mirrorName   = "marina-e2e-mirror"
+	mirrorPort   = 5099
+	realMirrors  = `[{name: ` + mirrorName + `, port: 5099, remoteURL: "http://` + upstreamName + `:5000"}]`
+)
 
 // Bounds of what the real-node checks wait for.
 const (
@@ -133,18 +145,22 @@ func hostUnchanged(t *testing.T) {
 // TestRealNodes is the end-to-end checks with real kind nodes — systemd,
 // containerd and the kubelet in node containers made by kind's own library
 // from the tests' node image — on one lab beside the user's, in order: every
-// built-in runs for real, and a LoadBalancer Service answers from this
-// machine by its VIP and by its name.
+// built-in runs for real; a LoadBalancer Service answers this machine by its
+// VIP and by its name; a pod's image comes through marina's mirror; a pod of
+// a second cluster reaches the first's Service by name; the Service answers
+// again after a node restart; a deleted cluster leaves nothing. The host's
+// kernel settings must not change (hostUnchanged).
 func TestRealNodes(t *testing.T) {
 	besideUserLab(t)
 	hostUnchanged(t)
 	l := startRealLab(t)
+	up := startUpstream(t)
 	const dev = "e2e-dev"
 
 	var nodeVolumes []string
 	t.Run("1 cluster create with every built-in: node Ready, MetalLB, CoreDNS, ExternalDNS running", func(t *testing.T) {
 		l.createCluster(t, dev)
-		checkCreated(t, l, dev, 1)
+		checkCreated(t, l, dev, l.slots[0])
 		checkRunning(t, l.clientset(t, dev))
 		nodeVolumes = volumesOf(t, dev)
 	})
@@ -158,7 +174,7 @@ func TestRealNodes(t *testing.T) {
 		cs := l.clientset(t, dev)
 		deployEcho(t, cs, "default", "echo")
 		created := time.Now()
-		vip = exposeAndResolve(t, l, dev, 1, "echo", "default")
+		vip = exposeAndResolve(t, l, dev, l.slots[0], "echo", "default")
 		byVIP := waitHTTP(t, netip.AddrPortFrom(vip, 80), "")
 		byName := waitHTTP(t, netip.AddrPortFrom(resolve(t, fqdn)[0], 80), fqdn)
 		t.Logf("Service created -> first 200 by name %s: %s", fqdn, time.Since(created).Round(time.Millisecond))
@@ -176,26 +192,45 @@ func TestRealNodes(t *testing.T) {
 		return
 	}
 
+	t.Run("3 a pod's image comes through marina's mirror: cached there, the upstream never asked by a node", func(t *testing.T) {
+		ref, blobs := up.pushUnique(t)
+		// The image is the echo server with one layer of its own: the node
+		// has every other blob preloaded, so it fetches that layer, the
+		// image's config and its manifest.
+		runPod(t, l.clientset(t, dev), "default", "mirrored", ref, "get", "http://"+fqdn+"/", "60s")
+		up.checkOnlyMirror(t, dev)
+		cache := mirrorCache(t)
+		for _, d := range blobs {
+			blob := filepath.Join(cache, "docker", "registry", "v2", "blobs", "sha256", d[7:9], d[7:], "data")
+			if _, err := os.Stat(blob); err != nil {
+				t.Errorf("the mirror's cache has no blob %s (%v)", d, err)
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
 	const staging = "e2e-staging"
 	stagingFQDN := "echo.default." + staging + "." + zone
-	t.Run("3 a pod in staging reaches dev's echo by name, through its cluster DNS and the lab's", func(t *testing.T) {
+	t.Run("4 a pod in staging reaches dev's echo by name, through its cluster DNS and the lab's", func(t *testing.T) {
 		l.createCluster(t, staging)
-		checkCreated(t, l, staging, 2)
+		checkCreated(t, l, staging, l.slots[1])
 		checkRunning(t, l.clientset(t, staging))
 		cs := l.clientset(t, staging)
 		deployEcho(t, cs, "default", "echo")
-		stagingVIP := exposeAndResolve(t, l, staging, 2, "echo", "default")
+		stagingVIP := exposeAndResolve(t, l, staging, l.slots[1], "echo", "default")
 		if stagingVIP == vip {
 			t.Fatalf("staging's Service got dev's address %s", vip)
 		}
-		for _, a := range pools(t, 1) {
-			for _, b := range pools(t, 2) {
+		for _, a := range pools(t, l.slots[0]) {
+			for _, b := range pools(t, l.slots[1]) {
 				if a.Overlaps(b) {
-					t.Fatalf("slot 1's pool %s overlaps slot 2's %s", a, b)
+					t.Fatalf("slot %d's pool %s overlaps slot %d's %s", l.slots[0], a, l.slots[1], b)
 				}
 			}
 		}
-		out := runPod(t, cs, "default", "reach-dev", "get", "http://"+fqdn+"/", "90s")
+		out := runPod(t, cs, "default", "reach-dev", echoImage, "get", "http://"+fqdn+"/", "90s")
 		var a echoAnswer
 		var line string
 		for _, l := range strings.Split(out, "\n") { // the log has the client's stderr too
@@ -214,7 +249,7 @@ func TestRealNodes(t *testing.T) {
 		return
 	}
 
-	t.Run("4 dev's node restarts (a VM reboot or sleep): the Service answers again by VIP and by name", func(t *testing.T) {
+	t.Run("5 dev's node restarts (a VM reboot or sleep): the Service answers again by VIP and by name", func(t *testing.T) {
 		nodes := strings.Fields(dockertest.Docker(t, "ps", "-q", "--filter", "label="+kind.ClusterLabel+"="+dev))
 		restarted := time.Now()
 		dockertest.Docker(t, append([]string{"restart", "--time", "30"}, nodes...)...)
@@ -227,10 +262,10 @@ func TestRealNodes(t *testing.T) {
 		return
 	}
 
-	t.Run("5 cluster delete dev: its name is gone, its VIP silent, no node, volume or kubeconfig entry left; staging still answers", func(t *testing.T) {
+	t.Run("6 cluster delete dev: its name is gone, its VIP silent, no node, volume or kubeconfig entry left; staging still answers", func(t *testing.T) {
 		l.run(t, deleteTimeout, "cluster", "delete", dev, "--progress", "plain")
 		waitName(t, fqdn, nil)
-		checkGone(t, l, dev, 1)
+		checkGone(t, l, dev, l.slots[0])
 		if err := httpOnce(netip.AddrPortFrom(vip, 80), ""); err == nil {
 			t.Errorf("%s still answers after the cluster was deleted", vip)
 		}
@@ -243,9 +278,10 @@ func TestRealNodes(t *testing.T) {
 	})
 }
 
-// runPod runs the echo image with args as a pod to completion and returns
-// its log; it fails t unless the pod succeeds.
-func runPod(t testing.TB, cs kubernetes.Interface, ns, name string, args ...string) string {
+// runPod runs image (the echo server's, or one built on it) as a pod with
+// /echo args to completion and returns its log; it fails t unless the pod
+// succeeds.
+func runPod(t testing.TB, cs kubernetes.Interface, ns, name, image string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), podsTimeout)
 	defer cancel()
@@ -254,7 +290,7 @@ func runPod(t testing.TB, cs kubernetes.Interface, ns, name string, args ...stri
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
-				Name: "client", Image: echoImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Name: "client", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 				Command: append([]string{"/echo"}, args...),
 			}},
 		},
@@ -483,4 +519,123 @@ func volumesOf(t testing.TB, name string) []string {
 		t.Fatalf("the nodes of %s have no volume (kind gives each one for /var)", name)
 	}
 	return vols
+}
+
+// upstream is the tests' own registry, the upstream of the lab's mirror.
+type upstream struct {
+	id       string
+	hostport string // published on 127.0.0.1
+}
+
+// startUpstream runs the upstream registry on the lab's network and waits
+// for it and for marina's mirror of it (which exits while its upstream
+// does not answer; its restart policy brings it back).
+func startUpstream(t testing.TB) *upstream {
+	t.Helper()
+	id := dockertest.Run(t, "--name", upstreamName, "--network", network, "-p", "127.0.0.1::5000", dockertest.Image(t, "registry"))
+	u := &upstream{id: id, hostport: dockertest.HostPort(t, id, "5000/tcp").String()}
+	dockertest.WaitRegistry(t, "the upstream registry", u.hostport, 30*time.Second)
+	dockertest.WaitRegistry(t, "marina's mirror "+mirrorName, fmt.Sprintf("127.0.0.1:%d", mirrorPort), 3*time.Minute)
+	return u
+}
+
+// pushUnique pushes the echo image with one layer of its own to the
+// upstream and returns its reference as the nodes name it and the digests
+// of the blobs a node that has the echo image must fetch (that layer and
+// the image's config).
+func (u *upstream) pushUnique(t testing.TB) (string, []string) {
+	t.Helper()
+	nonce := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "nonce"), []byte(nonce), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+echoImage+"\nCOPY nonce /nonce\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tag := "mirrored-" + strings.ReplaceAll(nonce, "-", "")
+	local := u.hostport + "/e2e/echo:" + tag
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, args := range [][]string{append([]string{"build", "-q"}, append(labelFlags(t), "-t", local, dir)...), {"push", local}, {"rmi", local}} {
+		cmd := exec.CommandContext(ctx, "docker", args...)
+		cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+u.hostport+"/v2/e2e/echo/manifests/"+tag, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json")
+	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Config struct{ Digest string }   `json:"config"`
+		Layers []struct{ Digest string } `json:"layers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != http.StatusOK || len(m.Layers) == 0 {
+		t.Fatalf("the upstream's manifest of %s: %s, %v, %+v", local, resp.Status, err, m)
+	}
+	return upstreamName + ":5000/e2e/echo:" + tag, []string{m.Layers[len(m.Layers)-1].Digest, m.Config.Digest}
+}
+
+// remoteAddr is the client address distribution logs for every request.
+var remoteAddr = regexp.MustCompile(`http\.request\.remoteaddr="?\[?([0-9a-f.:]+?)\]?:[0-9]+"?`)
+
+// checkOnlyMirror checks, from the upstream's request log, that the mirror
+// asked it for something and that no node of cluster did.
+func (u *upstream) checkOnlyMirror(t testing.TB, cluster string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logs, err := exec.CommandContext(ctx, "docker", "logs", u.id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker logs %s: %v", upstreamName, err)
+	}
+	ipOf := func(container string) string {
+		return strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", `{{(index .NetworkSettings.Networks "`+network+`").IPAddress}}`, container))
+	}
+	mirror := ipOf(mirrorName)
+	nodes := map[string]string{}
+	for _, n := range strings.Fields(dockertest.Docker(t, "ps", "-q", "--filter", "label="+kind.ClusterLabel+"="+cluster)) {
+		nodes[ipOf(n)] = n
+	}
+	fromMirror := 0
+	for _, m := range remoteAddr.FindAllStringSubmatch(string(logs), -1) {
+		if n, ok := nodes[m[1]]; ok {
+			t.Errorf("node %s (%s) asked the upstream directly", n, m[1])
+		}
+		if m[1] == mirror {
+			fromMirror++
+		}
+	}
+	if fromMirror == 0 {
+		t.Errorf("the mirror (%s) never asked the upstream; its log:\n%s", mirror, logs)
+	}
+	t.Logf("the upstream served %d requests of the mirror %s, none of a node of %s", fromMirror, mirror, cluster)
+}
+
+// mirrorCache is the mirror's storage directory on this machine.
+func mirrorCache(t testing.TB) string {
+	t.Helper()
+	dir := strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", `{{range .Mounts}}{{if eq .Destination "/var/lib/registry"}}{{.Source}}{{end}}{{end}}`, mirrorName))
+	if dir == "" {
+		t.Fatalf("the mirror %s mounts no cache at /var/lib/registry", mirrorName)
+	}
+	return dir
+}
+
+// labelFlags are dockertest's labels for t as --label flags, for objects
+// the test makes through the docker CLI itself.
+func labelFlags(t testing.TB) []string {
+	var args []string
+	for k, v := range dockertest.Labels(t) {
+		args = append(args, "--label", k+"="+v)
+	}
+	return args
 }
