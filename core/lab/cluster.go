@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,6 +141,9 @@ func (l *Lab) CreateCluster(ctx context.Context, c *Clusters, spec ClusterSpec, 
 		}),
 		lifecycle.NewStep("Kubeconfig", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
 			return l.exportKubeconfig(ctx, c, run)
+		}),
+		lifecycle.NewStep("Services reachable (kube-proxy)", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
+			return waitKubeProxy(ctx, run.kubecfg, run.spec.Wait)
 		}),
 		lifecycle.NewStep("Plugins: PostCluster", nil, func(ctx context.Context, r lifecycle.Reporter, _ []lifecycle.Change) error {
 			run.hooksRan = true
@@ -417,6 +421,50 @@ func clientFor(kubecfg []byte) (dynamic.Interface, error) {
 	}
 	rc.Timeout = 30 * time.Second
 	return dynamic.NewForConfig(rc)
+}
+
+// kubeProxyPoll is how often waitKubeProxy reads the DaemonSet.
+const kubeProxyPoll = 500 * time.Millisecond
+
+// waitKubeProxy waits, up to wait (0: 5 minutes), until the cluster's
+// kube-proxy DaemonSet is ready on every node, so that Services work before
+// PostCluster installs what uses them. kind's own wait ends when the node
+// is Ready, a few seconds before kube-proxy has programmed any Service:
+// a pod that starts then and talks to the API server through the
+// kubernetes Service (MetalLB's controller, ExternalDNS) reaches nothing —
+// or, through the node's default route, whatever answers that address
+// outside — fails, and is restarted after a back-off. A cluster without
+// kube-proxy (kubeProxyMode none, a CNI that replaces it) has no such
+// DaemonSet: nothing to wait for.
+func waitKubeProxy(ctx context.Context, kubecfg []byte, wait time.Duration) error {
+	if wait <= 0 {
+		wait = 5 * time.Minute
+	}
+	dyn, err := clientFor(kubecfg)
+	if err != nil {
+		return err
+	}
+	dss := kube.NewTyped[appsv1.DaemonSet](dyn, kube.DaemonSets, "kube-system")
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		ds, err := dss.Get(ctx, "kube-proxy", metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err == nil && ds.Status.ObservedGeneration >= ds.Generation && ds.Status.DesiredNumberScheduled > 0 &&
+			ds.Status.NumberReady == ds.Status.DesiredNumberScheduled:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("%d of %d pods ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+			}
+			return fmt.Errorf("kube-proxy was not ready within %s (%v): Services cannot work; see kubectl -n kube-system get pods -l k8s-app=kube-proxy", wait, err)
+		case <-time.After(kubeProxyPoll):
+		}
+	}
 }
 
 // markComplete writes the completion marker into the cluster.

@@ -219,10 +219,10 @@ func render(p params) *objects {
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: AppName, Namespace: Namespace}},
 	}
 
-	healthz := func(initialDelay, failureThreshold int32) *corev1.Probe {
+	healthz := func(initialDelay, period, failureThreshold int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
-			PeriodSeconds:       10,
+			PeriodSeconds:       period,
 			TimeoutSeconds:      5,
 			InitialDelaySeconds: initialDelay,
 			FailureThreshold:    failureThreshold,
@@ -235,10 +235,12 @@ func render(p params) *objects {
 		Args:            args(p),
 		// The coredns provider reads its etcd endpoints from ETCD_URLS
 		// (provider/coredns/coredns.go, getETCDConfig).
-		Env:            []corev1.EnvVar{{Name: "ETCD_URLS", Value: p.EtcdEndpoint}},
-		Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}},
-		LivenessProbe:  healthz(10, 2),
-		ReadinessProbe: healthz(5, 6),
+		Env:           []corev1.EnvVar{{Name: "ETCD_URLS", Value: p.EtcdEndpoint}},
+		Ports:         []corev1.ContainerPort{{Name: "http", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}},
+		LivenessProbe: healthz(10, 10, 2),
+		// Ready as soon as it serves (PostCluster waits for it, and so
+		// does every cluster create), with the same 60 s of tolerance.
+		ReadinessProbe: healthz(1, 2, 30),
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("10m"),

@@ -91,6 +91,9 @@ func manifestObjects(controllerImage, speakerImage string) ([]*unstructured.Unst
 					return nil, err
 				}
 			}
+			if err = setReadiness(objs[i], controllerContainer, controllerReadiness); err != nil {
+				return nil, err
+			}
 		case o.GetKind() == "DaemonSet" && o.GetName() == SpeakerDaemonSet:
 			sawSpeaker = true
 			if speakerImage != "" {
@@ -126,6 +129,36 @@ func manifestObjects(controllerImage, speakerImage string) ([]*unstructured.Unst
 var ownershipLabels = map[string]string{
 	LabelManagedBy: "marina",
 	LabelPlugin:    Name,
+}
+
+// controllerReadiness is the controller's readiness probe timing. Upstream
+// probes first after 10 s, then every 10 s: the controller serves its
+// webhook a second or two after it starts, but the API server reaches the
+// webhook only through a ready pod, so PostCluster (which configures the
+// pool through that webhook) and every cluster create waited those 10 s.
+// Probing every 2 s from the start keeps upstream's tolerance (30 s of
+// failures, 15 probes) and costs the kubelet one local GET per 2 s.
+var controllerReadiness = map[string]int64{"initialDelaySeconds": 1, "periodSeconds": 2, "failureThreshold": 15}
+
+// setReadiness sets fields (initialDelaySeconds, ...) of the readiness
+// probe of container name in o's pod template, in place; o must have one.
+func setReadiness(o *unstructured.Unstructured, name string, fields map[string]int64) error {
+	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		c, ok := c.(map[string]any)
+		if !ok || c["name"] != name {
+			continue
+		}
+		probe, ok := c["readinessProbe"].(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: container %q has no readiness probe", kube.Describe(o), name)
+		}
+		for k, v := range fields {
+			probe[k] = v
+		}
+		return unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
+	}
+	return fmt.Errorf("%s: no container named %q", kube.Describe(o), name)
 }
 
 func setDeploymentImage(o *unstructured.Unstructured, container, image string) (*unstructured.Unstructured, error) {

@@ -159,8 +159,9 @@ func TestWorkloadsGolden(t *testing.T) {
 }
 
 // TestImageOverrideChangesOnlyImages: every object is the upstream one
-// except the image of the container concerned and marina's labels; no
-// field is added, dropped or reordered by the typed edit.
+// except the image of the container concerned, the controller's readiness
+// timing (controllerReadiness) and marina's labels; no field is added,
+// dropped or reordered by the typed edit.
 func TestImageOverrideChangesOnlyImages(t *testing.T) {
 	upstream, err := kube.DecodeManifests(nativeManifest)
 	if err != nil {
@@ -185,6 +186,16 @@ func TestImageOverrideChangesOnlyImages(t *testing.T) {
 						t.Errorf("%s image = %v, want %s", kube.Describe(o), c["image"], want)
 					}
 					c["image"] = map[string]string{"Deployment": DefaultControllerImage, "DaemonSet": DefaultSpeakerImage}[o.GetKind()]
+					if o.GetKind() == "Deployment" {
+						ucs, _, _ := unstructured.NestedSlice(upstream[i].Object, "spec", "template", "spec", "containers")
+						probe, up := c["readinessProbe"].(map[string]any), ucs[0].(map[string]any)["readinessProbe"].(map[string]any)
+						for k, v := range controllerReadiness {
+							if probe[k] != v {
+								t.Errorf("%s readinessProbe.%s = %v, want %d", kube.Describe(o), k, probe[k], v)
+							}
+							probe[k] = up[k]
+						}
+					}
 					if err := unstructured.SetNestedSlice(o.Object, cs, "spec", "template", "spec", "containers"); err != nil {
 						t.Fatal(err)
 					}
