@@ -451,6 +451,11 @@ type echoAnswer struct {
 // machine only), with Host host when not empty, and decodes the echo
 // server's answer.
 func httpGet(addr netip.AddrPort, host string) (echoAnswer, error) {
+	return httpGetWithin(addr, host, 2*time.Second)
+}
+
+// httpGetWithin is httpGet with the connection's dial bound by dial.
+func httpGetWithin(addr netip.AddrPort, host string, dial time.Duration) (echoAnswer, error) {
 	var a echoAnswer
 	if err := dockertest.CheckLocal(addr.Addr()); err != nil {
 		return a, err
@@ -462,8 +467,8 @@ func httpGet(addr netip.AddrPort, host string) (echoAnswer, error) {
 	if host != "" {
 		req.Host = host
 	}
-	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
-		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
+	client := &http.Client{Timeout: dial + time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
+		DialContext: (&net.Dialer{Timeout: dial}).DialContext}}
 	resp, err := client.Do(req)
 	if err != nil {
 		return a, err
