@@ -39,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/moby/moby/client"
 
@@ -120,6 +121,10 @@ func BenchmarkRealNodes(b *testing.B) {
 				deleteBare()
 				b.Fatalf("kind create cluster (bare, round %d): %v\n%s", i+1, err, out)
 			}
+			// Let its pods start before deleting it: a node removed while
+			// runc sets up a pod's cgroups can leave a cgroup v1 freezer
+			// FROZEN, and Docker then cannot kill the node (seen here).
+			settled(b, kubeconfig)
 			if i < realCreateRounds-1 {
 				deleteBare()
 			}
@@ -192,6 +197,37 @@ func BenchmarkRealNodes(b *testing.B) {
 			l.run(b, deleteTimeout, "cluster", "delete", name, "--progress", "plain")
 		}
 	}
+}
+
+// settled waits until every pod of the cluster behind kubeconfig is ready.
+func settled(b *testing.B, kubeconfig string) {
+	b.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dockertest.WaitFor(b, podsTimeout, time.Second, "every pod of the bare cluster ready", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			}
+			if !ready {
+				return fmt.Errorf("pod %s/%s not ready", p.Namespace, p.Name)
+			}
+		}
+		return nil
+	})
 }
 
 // serviceToAnswer creates a LoadBalancer Service svc for the echo
