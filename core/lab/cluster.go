@@ -423,7 +423,8 @@ func clientFor(kubecfg []byte) (dynamic.Interface, error) {
 	return dynamic.NewForConfig(rc)
 }
 
-// kubeProxyPoll is how often waitKubeProxy reads the DaemonSet.
+// kubeProxyPoll is how often waitKubeProxy first reads the DaemonSet
+// (kube.WaitFor backs off from there).
 const kubeProxyPoll = 500 * time.Millisecond
 
 // waitKubeProxy waits, up to wait (0: 5 minutes), until the cluster's
@@ -447,24 +448,23 @@ func waitKubeProxy(ctx context.Context, kubecfg []byte, wait time.Duration) erro
 	dss := kube.NewTyped[appsv1.DaemonSet](dyn, kube.DaemonSets, "kube-system")
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for {
+	err = kube.WaitFor(ctx, "DaemonSet kube-system/kube-proxy to be ready", kubeProxyPoll, func(ctx context.Context) (bool, error) {
 		ds, err := dss.Get(ctx, "kube-proxy", metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			return nil
-		case err == nil && ds.Status.ObservedGeneration >= ds.Generation && ds.Status.DesiredNumberScheduled > 0 &&
+			return true, nil
+		case err != nil:
+			return false, err
+		case ds.Status.ObservedGeneration >= ds.Generation && ds.Status.DesiredNumberScheduled > 0 &&
 			ds.Status.NumberReady == ds.Status.DesiredNumberScheduled:
-			return nil
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = fmt.Errorf("%d of %d pods ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
-			}
-			return fmt.Errorf("kube-proxy was not ready within %s (%v): Services cannot work; see kubectl -n kube-system get pods -l k8s-app=kube-proxy", wait, err)
-		case <-time.After(kubeProxyPoll):
-		}
+		return false, fmt.Errorf("%d of %d pods ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: Services cannot work; see kubectl -n kube-system get pods -l k8s-app=kube-proxy", err)
 	}
+	return nil
 }
 
 // markComplete writes the completion marker into the cluster.

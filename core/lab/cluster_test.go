@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
@@ -850,5 +851,45 @@ func TestCreateClusterBusyAPIPort(t *testing.T) {
 	}
 	if cl.Slot != 2 || p.configs["auto"].Networking.APIServerPort != 7002 {
 		t.Fatalf("cluster %+v, kind's API port %d; want slot 2 on 7002, past the busy 7001", cl, p.configs["auto"].Networking.APIServerPort)
+	}
+}
+
+// TestWaitKubeProxy (tier 3): no kube-proxy DaemonSet is nothing to wait
+// for; one with a pod not ready times out saying how many are; one ready
+// on every node ends the wait.
+func TestWaitKubeProxy(t *testing.T) {
+	kubetest.RequireAssets(t)
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	if err := waitKubeProxy(ctx, c.Kubeconfig, time.Second); err != nil {
+		t.Fatalf("without a kube-proxy DaemonSet: %v", err)
+	}
+	cs := c.Clientset(t)
+	labels := map[string]string{"k8s-app": "kube-proxy"}
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.37.2"}}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: 1, NumberReady: 0}
+	if ds, err = cs.AppsV1().DaemonSets("kube-system").UpdateStatus(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = waitKubeProxy(ctx, c.Kubeconfig, 1500*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "0 of 1 pods ready") || !strings.Contains(err.Error(), "Services cannot work") {
+		t.Fatalf("with kube-proxy not ready: %v", err)
+	}
+	ds.Status.NumberReady = 1
+	if _, err = cs.AppsV1().DaemonSets("kube-system").UpdateStatus(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitKubeProxy(ctx, c.Kubeconfig, 10*time.Second); err != nil {
+		t.Fatalf("with kube-proxy ready: %v", err)
 	}
 }
