@@ -213,9 +213,7 @@ func newFakeCluster(t *testing.T, home, network, name string, n int, fleetName s
 	args := []string{"create", "--name", container, "--network", network,
 		"--label", "io.x-k8s.kind.role=control-plane", "--label", "io.x-k8s.kind.cluster=" + name,
 		"-p", fmt.Sprintf("127.0.0.1:%d:6443", 7000+n)}
-	for k, v := range dockertest.Labels(t) {
-		args = append(args, "--label", k+"="+v)
-	}
+	args = append(args, dockertest.LabelArgs(t)...)
 	dockertest.Docker(t, append(args, dockertest.Image(t, "registry"))...)
 	dockertest.Cleanup(t, []string{container}, nil)
 	return &fakeCluster{name: name, container: container, srv: srv}

@@ -313,9 +313,7 @@ func startDeleteTestCluster(t *testing.T, home, network string, c deleteTestClus
 	args := []string{"create", "--name", container, "--network", network,
 		"--label", "io.x-k8s.kind.cluster=" + c.name, "--label", "io.x-k8s.kind.role=control-plane",
 		"-p", "127.0.0.1:70" + c.slot + ":6443"}
-	for k, v := range dockertest.Labels(t) {
-		args = append(args, "--label", k+"="+v)
-	}
+	args = append(args, dockertest.LabelArgs(t)...)
 	id := dockertest.Docker(t, append(args, dockertest.Image(t, "registry"))...)
 	dockertest.Cleanup(t, []string{container}, nil)
 	return id

@@ -125,11 +125,7 @@ func TestClusterSlots(t *testing.T) {
 	// APIPortHolders: every slot port held by anything but the lab's own
 	// clusters — another lab's cluster, any container, a stopped one too
 	// (it takes its port back when it starts) — with who holds it.
-	var args []string
-	for k, v := range dockertest.Labels(t) {
-		args = append(args, "--label", k+"="+v)
-	}
-	stopped := dockertest.Docker(t, append(append([]string{"create"}, args...), "--name", "marina-test-stopped-"+strconv.Itoa(os.Getpid()),
+	stopped := dockertest.Docker(t, append(append([]string{"create"}, dockertest.LabelArgs(t)...), "--name", "marina-test-stopped-"+strconv.Itoa(os.Getpid()),
 		"-p", "127.0.0.1:7095:2379", img, "--data-dir", "/data")...)
 	dockertest.Cleanup(t, []string{stopped}, nil)
 	holders, err := c.APIPortHolders(ctx, lab.Name)

@@ -151,7 +151,7 @@ func Network(t testing.TB, subnet string) *Net {
 	name := "marina-test-" + strconv.Itoa(os.Getpid()) + "-" + randHex(4)
 	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
 	defer cancel()
-	args := append([]string{"network", "create", "--driver", "bridge", "--subnet", subnet}, labelArgs(t)...)
+	args := append([]string{"network", "create", "--driver", "bridge", "--subnet", subnet}, LabelArgs(t)...)
 	id, err := docker(ctx, append(args, name)...)
 	if err != nil {
 		t.Fatalf("docker network create %s (%s): %v\n"+
@@ -197,7 +197,7 @@ func Run(t testing.TB, args ...string) string {
 	Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
 	defer cancel()
-	full := append(append([]string{"run", "-d"}, labelArgs(t)...), args...)
+	full := append(append([]string{"run", "-d"}, LabelArgs(t)...), args...)
 	id, err := docker(ctx, full...)
 	if err != nil {
 		t.Fatalf("docker %s: %v", strings.Join(full, " "), err)
@@ -294,8 +294,10 @@ func Cleanup(t testing.TB, containers, volumes []string) {
 	})
 }
 
-// labelArgs are the --label flags of every object created for t.
-func labelArgs(t testing.TB) []string {
+// LabelArgs are Labels(t) as the docker CLI's --label flags: the labels of
+// every object this package creates for t, for objects a test makes through
+// the docker CLI itself (docker create, docker build, ...).
+func LabelArgs(t testing.TB) []string {
 	return []string{
 		"--label", LabelTest + "=1",
 		"--label", LabelPID + "=" + strconv.Itoa(os.Getpid()),

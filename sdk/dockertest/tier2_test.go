@@ -208,7 +208,7 @@ func buildSmokeImage(t *testing.T, ref string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
 	defer cancel()
-	args := append(append([]string{"build", "-q"}, labelArgs(t)...), "-t", ref, dir)
+	args := append(append([]string{"build", "-q"}, LabelArgs(t)...), "-t", ref, dir)
 	cmd := exec.CommandContext(ctx, "docker", args...)
 	cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0") // the classic builder, as build.sh
 	cmd.WaitDelay = 5 * time.Second

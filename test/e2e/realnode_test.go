@@ -562,7 +562,7 @@ func (u *upstream) pushUnique(t testing.TB) (string, []string) {
 	local := u.hostport + "/e2e/echo:" + tag
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, args := range [][]string{append([]string{"build", "-q"}, append(labelFlags(t), "-t", local, dir)...), {"push", local}, {"rmi", local}} {
+	for _, args := range [][]string{append([]string{"build", "-q"}, append(dockertest.LabelArgs(t), "-t", local, dir)...), {"push", local}, {"rmi", local}} {
 		cmd := exec.CommandContext(ctx, "docker", args...)
 		cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -633,14 +633,4 @@ func mirrorCache(t testing.TB) string {
 		t.Fatalf("the mirror %s mounts no cache at /var/lib/registry", mirrorName)
 	}
 	return dir
-}
-
-// labelFlags are dockertest's labels for t as --label flags, for objects
-// the test makes through the docker CLI itself.
-func labelFlags(t testing.TB) []string {
-	var args []string
-	for k, v := range dockertest.Labels(t) {
-		args = append(args, "--label", k+"="+v)
-	}
-	return args
 }

@@ -575,9 +575,7 @@ func TestStandIn(t *testing.T) {
 		}
 		args := []string{"run", "--rm", "--network", network.Name, "--tmpfs", "/tmp", "-e", "HOME=/tmp",
 			"-v", path + ":/kubeconfig:ro", "--entrypoint", "/usr/local/bin/kubectl"}
-		for k, v := range dockertest.Labels(t) {
-			args = append(args, "--label", k+"="+v)
-		}
+		args = append(args, dockertest.LabelArgs(t)...)
 		args = append(args, paths.Image, "--kubeconfig=/kubeconfig", "get", "nodes", "-o", "name")
 		out := dockertest.Docker(t, args...)
 		want := "node/" + b.name + "-control-plane\nnode/" + b.name + "-worker\nnode/" + b.name + "-worker2"
