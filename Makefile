@@ -45,9 +45,8 @@ HOST_OS       := $(shell uname -s)
 ENTITLEMENTS  := packaging/darwin/vz.entitlements
 SIGN           = codesign --entitlements $(ENTITLEMENTS) --force -s - $(1)
 
-## build: bin/marina (the front: answers version and config view itself),
-## bin/marina-core (every other command) and bin/marina-lima, its Lima engine,
-## which marina finds beside itself (on macOS: marina-lima signed ad hoc with
+## build: bin/marina and bin/marina-lima, its Lima engine, which marina finds
+## beside itself (on macOS: marina-lima signed ad hoc with
 ## packaging/darwin/vz.entitlements)
 # cgo is required on macOS: marina-lima needs it for Lima's vz driver (without a
 # C compiler the build fails instead of yielding a binary that cannot start a
@@ -57,22 +56,22 @@ SIGN           = codesign --entitlements $(ENTITLEMENTS) --force -s - $(1)
 # not know (core/homeenv). One go build of both: they share most packages.
 BUILD_CGO     = $(if $(filter Darwin,$(HOST_OS)),CGO_ENABLED=1 ,CGO_ENABLED=0 )
 build:
-	$(BUILD_CGO)$(GO) build -trimpath -ldflags '$(DEV_LDFLAGS)' -o bin/ ./cmd/marina ./cmd/marina-core ./cmd/marina-lima
+	$(BUILD_CGO)$(GO) build -trimpath -ldflags '$(DEV_LDFLAGS)' -o bin/ ./cmd/marina ./cmd/marina-lima
 ifeq ($(HOST_OS),Darwin)
 	$(call SIGN,bin/marina-lima)
 endif
 
-## install: go install of marina, marina-core and marina-lima, side by side, with the version
+## install: go install of marina and marina-lima, side by side, with the version
 ## stamped (on macOS: marina-lima signed like build)
 GOBIN_DIR      = $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 install:
-	$(BUILD_CGO)$(GO) install -trimpath -ldflags '$(DEV_LDFLAGS)' ./cmd/marina ./cmd/marina-core ./cmd/marina-lima
+	$(BUILD_CGO)$(GO) install -trimpath -ldflags '$(DEV_LDFLAGS)' ./cmd/marina ./cmd/marina-lima
 ifeq ($(HOST_OS),Darwin)
 	$(call SIGN,$(GOBIN_DIR)/marina-lima)
 endif
 
 ## release-archive: $(DIST)/marina-<version>-<OS>-<arch>.tar.gz for RELEASE_GOOS/RELEASE_GOARCH
-## (default: this machine), laid out like Lima's: bin/marina, bin/marina-core and bin/marina-lima
+## (default: this machine), laid out like Lima's: bin/marina and bin/marina-lima
 ## (darwin ones built with cgo, marina-lima signed with the entitlement),
 ## share/lima/lima-guestagent.Linux-<arch>.gz (built from the pinned Lima
 ## module), share/doc/{marina,lima}; checked at file level
@@ -82,21 +81,20 @@ RELEASE_GOARCH ?= $(shell $(GO) env GOARCH)
 DIST           ?= dist
 RELEASE_DIR     = $(DIST)/build/$(RELEASE_GOOS)-$(RELEASE_GOARCH)
 RELEASE_BIN     = $(RELEASE_DIR)/marina
-RELEASE_CORE    = $(RELEASE_DIR)/marina-core
 RELEASE_ENGINE  = $(RELEASE_DIR)/marina-lima
 .PHONY: release-archive release-darwin release-checksums release-formula
 release-archive:
 	@if [ "$(RELEASE_GOOS)" = darwin ] && [ "$(HOST_OS)" != Darwin ]; then \
 	  echo "a darwin archive needs cgo for darwin (Lima's vz driver) and codesign: build it on macOS (.github/workflows/release.yml)"; exit 1; fi
 	CGO_ENABLED=$(if $(filter darwin,$(RELEASE_GOOS)),1,0) GOOS=$(RELEASE_GOOS) GOARCH=$(RELEASE_GOARCH) \
-	  $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(RELEASE_DIR)/ ./cmd/marina ./cmd/marina-core ./cmd/marina-lima
+	  $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(RELEASE_DIR)/ ./cmd/marina ./cmd/marina-lima
 ifeq ($(HOST_OS),Darwin)
 	$(if $(filter darwin,$(RELEASE_GOOS)),$(call SIGN,$(RELEASE_ENGINE)),@echo "not signing $(RELEASE_ENGINE): a $(RELEASE_GOOS) binary carries no entitlements")
 else
 	@echo "not signing $(RELEASE_ENGINE): codesign exists only on macOS (and only darwin binaries are signed)"
 endif
 	$(GO) run ./packaging/release archive -version $(VERSION) -goos $(RELEASE_GOOS) -goarch $(RELEASE_GOARCH) \
-	  -marina $(RELEASE_BIN) -marina-core $(RELEASE_CORE) -marina-lima $(RELEASE_ENGINE) -go $(GO) -out $(DIST)
+	  -marina $(RELEASE_BIN) -marina-lima $(RELEASE_ENGINE) -go $(GO) -out $(DIST)
 
 ## release-darwin: both macOS archives (arm64, amd64), each with a signed
 ## marina-lima — on a Mac
@@ -209,11 +207,9 @@ vet-darwin:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $(PKGS)
 	$(GO) run ./packaging/darwin/cgocheck -goarch arm64 ./...
 
-## docs: regenerate docs/config.md from the config schema, and core/pluginlist/builtins.go
-## (the built-in plugins' descriptions the front lists) from the plugins
+## docs: regenerate docs/config.md from the config schema
 docs:
 	$(GO) test ./core/config -run '^TestReferenceUpToDate$$' -count=1 -update
-	$(GO) test ./cmd/marina-core -run '^TestBuiltinTable$$' -count=1 -update
 
 ## bench: benchmarks (ratios against a baseline measured in the same run), then
 ## the figures that have a goal as one table (test/bench/summary.sh; issue 14's

@@ -1,73 +1,220 @@
+// Package pluginlist is `marina plugin list`'s rows and table, shared by
+// marina-core and the front (cmd/marina), which lists a lab whose plugins
+// are all built in by itself; the built-in plugins' descriptions as this
+// build has them (builtins.go, kept equal to the plugins' own by
+// cmd/marina-core's TestBuiltinTable); and the check of the dependencies
+// among a plugin set that needs no plugin started. Light: the front links it.
 package main
 
 import (
 	"errors"
+	"fmt"
+	"github.com/bcollard/marina/core/pluginset"
+	"github.com/spf13/cobra"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
 
-	"github.com/bcollard/marina/core/cli"
-	"github.com/bcollard/marina/core/pluginlist"
+	"github.com/bcollard/marina/core/termsafe"
 )
 
-// pluginRows is `marina plugin list` for a lab whose plugins are all built
-// in: the config names only built-in plugins (none by version constraint:
-// cli.LoadConfig hands those over), nothing was ever installed (no
-// ~/.marina/plugins) and there is no lock file (~/.marina/plugins.lock).
-// The rows come from the built-ins' descriptions compiled in
-// (pluginlist.Builtins) and their dependencies are checked as marina-core
-// checks them. Every other set is marina-core's: the store's manifests, the
-// lock file, the binaries' digests and signatures.
-func pluginRows(g *cli.Global, errw io.Writer) func() ([]pluginlist.Row, []string, error) {
-	return func() ([]pluginlist.Row, []string, error) {
-		// The store first: with plugins installed, marina-core answers,
-		// and the config is read once, there.
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return nil, nil, cli.ErrHandOver
+// Row is one line of `plugin list`.
+type Row struct {
+	Name         string   `json:"name" yaml:"name"`
+	Version      string   `json:"version" yaml:"version"`
+	Source       string   `json:"source" yaml:"source"`
+	Protocol     string   `json:"protocol" yaml:"protocol"`
+	Hooks        []string `json:"hooks" yaml:"hooks"`
+	Dependencies []string `json:"dependencies" yaml:"dependencies"`
+	Status       string   `json:"status" yaml:"status"`
+	Detail       string   `json:"detail,omitempty" yaml:"detail,omitempty"`
+	SHA256       string   `json:"sha256,omitempty" yaml:"sha256,omitempty"`
+	Path         string   `json:"path,omitempty" yaml:"path,omitempty"`
+	// Signature is the installed build's signature checked against
+	// pluginTrust.keys: "signed by NAME", "unsigned", "untrusted (...)",
+	// "invalid (...)"; empty for built-ins.
+	Signature string `json:"signature,omitempty" yaml:"signature,omitempty"`
+}
+
+// TableWidth is the width the default `plugin list` table keeps
+// within (for sources up to SourceWidth and the usual names).
+const (
+	TableWidth  = 100
+	SourceWidth = 40
+)
+
+// WriteTable writes rows as `plugin list`'s table. The default table
+// has NAME, VERSION, SOURCE (shortened), the number of HOOKS and STATUS,
+// and below it, for each row with a detail, "NAME VERSION: STATUS (DETAIL)"
+// wrapped to TableWidth; wide has every column, the sources whole
+// and the details in the STATUS column. Plugin-provided text is cleaned.
+func WriteTable(w io.Writer, rows []Row, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if wide {
+		fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSIGNATURE\tSTATUS")
+		for _, r := range rows {
+			fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, Dash(r.Version), r.Source, Dash(r.Protocol),
+				Dash(strings.Join(r.Hooks, ",")), Dash(strings.Join(r.Dependencies, ",")), Dash(r.Signature), StatusDetail(r)}, "\t")))
 		}
-		for _, p := range []string{filepath.Join(home, ".marina", "plugins"), filepath.Join(home, ".marina", "plugins.lock")} {
-			if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
-				return nil, nil, cli.ErrHandOver
-			}
-		}
-		l, err := cli.LoadConfig(g, errw)
-		if err != nil {
-			return nil, nil, err
-		}
-		builtin := map[string]bool{}
-		for _, b := range pluginlist.Builtins {
-			builtin[b.Name] = true
-		}
-		for name := range l.Config.Plugins {
-			if !builtin[name] {
-				return nil, nil, cli.ErrHandOver
-			}
-		}
-		nodes := make([]pluginlist.Node, 0, len(pluginlist.Builtins))
-		for _, b := range pluginlist.Builtins {
-			for _, dep := range b.Dependencies {
-				if dep.Version != "" {
-					return nil, nil, cli.ErrHandOver // only marina-core parses semver
-				}
-			}
-			pc, configured := l.Config.Plugins[b.Name]
-			nodes = append(nodes, pluginlist.Node{Name: b.Name, Enabled: configured && pc.Enabled, Described: true, Version: b.Version, Dependencies: b.Dependencies})
-		}
-		problems := pluginlist.DependencyProblems(nodes, nil)
-		rows := make([]pluginlist.Row, 0, len(nodes))
-		for i, b := range pluginlist.Builtins {
-			r := pluginlist.RowOf(b, "built-in")
-			r.Status = "disabled"
-			if nodes[i].Enabled {
-				r.Status = "active"
-				if msg := problems[b.Name]; msg != "" {
-					r.Status, r.Detail = "unavailable", msg
-				}
-			}
-			rows = append(rows, r)
-		}
-		return rows, nil, nil
+		return tw.Flush()
 	}
+	fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tHOOKS\tSTATUS")
+	var notes []string
+	for _, r := range rows {
+		hooks := "-"
+		if len(r.Hooks) > 0 {
+			hooks = fmt.Sprint(len(r.Hooks))
+		}
+		fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{r.Name, Dash(r.Version), ShortSource(r.Source), hooks, r.Status}, "\t")))
+		if r.Detail != "" {
+			what := r.Name
+			if r.Version != "" {
+				what += " " + r.Version
+			}
+			notes = append(notes, WrapWords(termsafe.Line(what+": "+StatusDetail(r)), TableWidth, "  "))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(notes) > 0 {
+		_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
+		return err
+	}
+	return nil
+}
+
+func StatusDetail(r Row) string {
+	if r.Detail == "" {
+		return r.Status
+	}
+	return r.Status + " (" + r.Detail + ")"
+}
+
+// InsecureSourceMark is what installedRow appends to the source of an
+// https install made without a checksum; the default table abbreviates it.
+const InsecureSourceMark = " [checksum skipped at install]"
+
+// ShortSource is a source as the default `plugin list` table shows it:
+// the home directory as ~ and, past SourceWidth, its last components
+// after "…" (the file name or tag, which tells installs apart).
+func ShortSource(src string) string {
+	mark := ""
+	if rest, ok := strings.CutSuffix(src, InsecureSourceMark); ok {
+		src, mark = rest, " [checksum skipped]"
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "/" && strings.HasPrefix(src, home+"/") {
+		src = "~" + strings.TrimPrefix(src, home)
+	}
+	if r := []rune(src); len(r) > SourceWidth {
+		tail := string(r[len(r)-SourceWidth+1:])
+		if i := strings.Index(tail, "/"); i >= 0 && i < len(tail)-1 {
+			tail = tail[i:] // from a path or URL component
+		}
+		src = "…" + tail
+	}
+	return src + mark
+}
+
+// WrapWords wraps s at spaces to lines of at most width runes, the lines
+// after the first indented. A span in backquotes (a command to copy) is
+// kept on one line; a word or span longer than a line gets one of its own.
+func WrapWords(s string, width int, indent string) string {
+	var words []string
+	for _, f := range strings.Fields(s) {
+		if n := len(words); n > 0 && strings.Count(words[n-1], "`")%2 == 1 {
+			words[n-1] += " " + f // inside a backquoted span
+			continue
+		}
+		words = append(words, f)
+	}
+	var b strings.Builder
+	col := 0
+	for _, word := range words {
+		n := utf8.RuneCountInString(word)
+		switch {
+		case col == 0:
+		case col+1+n > width:
+			b.WriteString("\n" + indent)
+			col = utf8.RuneCountInString(indent)
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(word)
+		col += n
+	}
+	return b.String()
+}
+
+// Statuses `plugin list` shows besides active, installed, disabled and unavailable.
+const (
+	StatusModified       = "modified"
+	StatusLockUnreadable = "lock unreadable"
+	StatusShadowed       = "shadowed"
+)
+
+// RowOf is the plugin list row of a plugin described by s, installed from
+// source ("built-in" for the built-ins), its status not yet set.
+func rowOf(s pluginset.Summary, source string) Row {
+	r := Row{Name: s.Name, Version: s.Version, Source: source, Protocol: s.Protocol,
+		Hooks: append([]string{}, s.Hooks...), Dependencies: []string{}}
+	for _, dep := range s.Dependencies {
+		name := dep.Name
+		if dep.Optional {
+			name += "?"
+		}
+		r.Dependencies = append(r.Dependencies, name)
+	}
+	return r
+}
+
+// newPluginListCmd is `marina plugin list`; a.pluginRows makes its rows and
+// the problems (one line each) that make it exit 1.
+func newPluginListCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List built-in and installed plugins with their versions, hooks and status",
+		Long: `List every built-in plugin and every installed version: NAME, VERSION, SOURCE (long
+ones shortened to their end), the number of HOOKS and STATUS, then below the table each
+detail (why a plugin cannot run, what to run about it). -o wide adds PROTOCOL, the HOOKS by
+name and DEPENDS (? marks an optional dependency), and shows SOURCE whole and the details
+in the STATUS column; -o json and -o yaml give every field; marina plugin info NAME shows
+one plugin in full.
+
+STATUS is active (enabled and selected by the config's version constraint), installed
+(another version is selected, or the plugin is not enabled), disabled, unavailable (enabled
+but cannot run: not installed, no version matches, or a plugin it requires is disabled or
+cannot run), modified (the binary no longer has the sha256 recorded at install or pinned
+in the lock file: it will not be launched), lock unreadable (the lock file
+~/.marina/plugins.lock cannot be read, so no installed plugin can be checked and run) or
+shadowed (installed under the name of a built-in, which always wins). Exit status 1 when
+any binary is modified or the lock file is unreadable. It reads the store's manifests,
+hashes the installed binaries and starts no plugin. Like every command that resolves the
+plugins, it first pins in the lock file the versions the config selects, when they changed.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			list, problems, err := a.pluginRows()
+			if err != nil {
+				return err
+			}
+			if output == "json" || output == "yaml" {
+				if err := PrintStructured(a.out, output, list); err != nil {
+					return err
+				}
+			} else if err := WriteTable(a.out, list, output == "wide"); err != nil {
+				return err
+			}
+			if len(problems) > 0 {
+				return errors.New(strings.Join(problems, "\n"))
+			}
+			return nil
+		},
+	}
+	OutputFlag(cmd, &output, "text", "text", "wide", "json", "yaml")
+	return cmd
 }

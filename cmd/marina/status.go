@@ -1,97 +1,143 @@
 package main
 
 import (
-	"errors"
-	"io"
-	"io/fs"
-	"net/netip"
-	"os"
-	"path/filepath"
-	"runtime"
-
+	"fmt"
 	"github.com/spf13/cobra"
+	"io"
+	"text/tabwriter"
 
-	"github.com/bcollard/marina/core/cli"
-	"github.com/bcollard/marina/core/dockerprobe"
-	"github.com/bcollard/marina/core/labstatus"
+	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/vm"
-	"github.com/bcollard/marina/core/vm/statuscache"
 )
 
-// newStatusCmd is `marina status` for a lab whose machine certainly does
-// not run: the lima driver's VM was never created (its instance directory
-// does not exist) or is stopped exactly as marina-core last found it
-// (core/vm/statuscache: nothing in its instance directory, Lima's config,
-// marina's config or build changed since), or no Docker engine can be
-// listening at the host driver's endpoint (dockerprobe). Every other lab
-// is marina-core's (only Lima's own reader knows a VM's state).
-func newStatusCmd(out, errw io.Writer, g *cli.Global) *cobra.Command {
-	return cli.NewStatusCmd(func(_ *cobra.Command, output string) error {
-		l, err := cli.LoadConfig(g, errw)
-		if err != nil {
-			return err
-		}
-		cfg := l.Config
-		driver, err := vm.Resolve(cfg.VM.Driver)
-		if err != nil {
-			return cli.ErrHandOver
-		}
-		m := vm.Status{Driver: driver, Name: cfg.VM.Name}
-		switch driver {
-		case "host":
-			m.DockerHost, m.Arch, m.CPUs = dockerprobe.DefaultHost(), runtime.GOARCH, runtime.NumCPU()
-			absent := dockerprobe.Absent(m.DockerHost)
-			if absent == nil {
-				return cli.ErrHandOver
+func newStatusCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "status",
+		Aliases: []string{"st"},
+		GroupID: GroupLab,
+		Short:   "Show the machine, the bridge network and the services marina runs",
+		Long: `Show the lab's state without changing anything: the machine (VM or this host's Docker),
+the shared bridge network (and whether it matches the config), and every service
+container marina's plugins run (registry mirrors, the local DNS pair, ...).
+
+Exit status is 0 when the status could be read, whatever it says; use
+marina doctor for a pass/fail check.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.status(cmd, output) },
+	}
+	OutputFlag(cmd, &output, "text", "text", "json", "yaml")
+	return cmd
+}
+
+// status is `marina status -o output`.
+func (a *app) status(cmd *cobra.Command, output string) error {
+	lb, err := a.statusLab()
+	if err != nil {
+		return err
+	}
+	st, err := lb.Status(cmd.Context())
+	if err != nil {
+		return err
+	}
+	v := lab.View{Status: st, Clusters: []lab.ClusterInfo{}}
+	if st.Machine.State == vm.Running {
+		if c, err := a.clusters(cmd.Context(), lb, nil); err == nil {
+			if list, err := lb.ListClusters(cmd.Context(), c); err == nil {
+				v.Clusters = list
 			}
-			m.State, m.Detail = vm.Stopped, absent.Error()
-		case "lima":
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return cli.ErrHandOver
-			}
-			limaHome := vm.LimaHome(home)
-			instDir := filepath.Join(limaHome, cfg.VM.Name)
-			_, err = os.Lstat(instDir)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				m.State = vm.Absent
-			case err != nil:
-				return cli.ErrHandOver
-			default:
-				// A created VM: marina-core's last answer, if it found the
-				// VM stopped in the very files there are now.
-				fp, err := statuscache.FingerprintVM(limaHome, cfg.VM.Name)
-				if err != nil {
-					return cli.ErrHandOver
-				}
-				st, ok := statuscache.Lookup(statuscache.Path(home, cfg.VM.Name), cfg, fp)
-				if !ok {
-					return cli.ErrHandOver
-				}
-				m = st
-			}
-		default:
-			return cli.ErrHandOver
 		}
-		// The bridge's subnet, as marina-core's lab.Bridge reads it: the
-		// config loaded, so network.bridgeCIDR is an IPv4 /16 already.
-		cidr, err := netip.ParsePrefix(cfg.Network.BridgeCIDR)
-		if err != nil {
-			return cli.ErrHandOver
+	}
+	if output != "text" {
+		return PrintStructured(a.out, output, v)
+	}
+	printStatusView(a.out, v)
+	return nil
+}
+
+// Print renders v as `marina status` text.
+func printStatusView(w io.Writer, v lab.View) {
+	printStatus(w, v.Status)
+	printClusters(w, v.Clusters, v.Machine.State == vm.Running)
+}
+
+// printClusters renders the clusters' lines of status.
+func printClusters(w io.Writer, list []lab.ClusterInfo, running bool) {
+	if !running {
+		return
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(w, "Clusters: none (marina cluster create NAME)")
+		return
+	}
+	fmt.Fprintln(w, "Clusters:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tSLOT\tAPI\tREADY\tSTATUS")
+	for _, c := range list {
+		status := "complete"
+		switch {
+		case c.Problem != "":
+			status = c.Problem
+		case !c.Complete:
+			status = "incomplete"
 		}
-		v := labstatus.View{
-			Status: &labstatus.Status{
-				Machine:  m,
-				Network:  labstatus.NetworkStatus{Name: cfg.Network.Name, Subnet: cidr.String()},
-				Services: []labstatus.ServiceStatus{},
-			},
-			Clusters: []labstatus.ClusterInfo{},
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d/%d\t%s\n", c.Name, c.Slot, c.APIPort, c.Ready, c.Nodes, status)
+	}
+	_ = tw.Flush()
+}
+
+// printStatus renders st as text.
+func printStatus(w io.Writer, st *lab.Status) {
+	m := st.Machine
+	state := string(m.State)
+	if m.Detail != "" {
+		state += " (" + m.Detail + ")"
+	}
+	fmt.Fprintf(w, "Machine:  %s, driver %s: %s\n", m.Name, m.Driver, state)
+	if m.DockerHost != "" {
+		fmt.Fprintf(w, "Docker:   %s\n", m.DockerHost)
+	}
+	if m.GuestIP != "" {
+		fmt.Fprintf(w, "Guest IP: %s\n", m.GuestIP)
+	}
+	for _, d := range m.Drift {
+		fmt.Fprintf(w, "Drift:    %s\n", d)
+	}
+	if m.State != vm.Running {
+		fmt.Fprintln(w, "\nThe machine is not running: run marina up.")
+		return
+	}
+	n := st.Network
+	switch {
+	case !n.Present:
+		fmt.Fprintf(w, "Network:  %s %s: missing (run marina up)\n", n.Name, n.Subnet)
+	case n.Problem != "":
+		fmt.Fprintf(w, "Network:  %s: differs from the config: %s\n", n.Name, n.Problem)
+	default:
+		fmt.Fprintf(w, "Network:  %s %s, ip-range %s, bridge %s: ok\n", n.Name, n.Subnet, n.IPRange, n.Bridge)
+	}
+	for _, x := range []struct {
+		label string
+		c     *lab.Check
+	}{{"Route:", st.Route}, {"Resolver:", st.Resolver}} {
+		if x.c == nil {
+			continue
 		}
-		if output != "text" {
-			return cli.PrintStructured(out, output, v)
+		line := fmt.Sprintf("%-9s %s %s", x.label, x.c.Status, x.c.Detail)
+		if x.c.Fix != "" {
+			line += " (fix: " + x.c.Fix + ")"
 		}
-		labstatus.Print(out, v)
-		return nil
-	})
+		fmt.Fprintln(w, line)
+	}
+	if len(st.Services) == 0 {
+		fmt.Fprintln(w, "Services: none")
+		return
+	}
+	fmt.Fprintln(w, "Services:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tCOMPONENT\tSTATE\tIP\tIMAGE")
+	for _, s := range st.Services {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", s.Name, Dash(s.Component), s.State, Dash(s.IP), s.Image)
+	}
+	_ = tw.Flush()
 }

@@ -309,14 +309,12 @@ func Load(opts LoadOptions) (*Loaded, error) {
 }
 
 // reservedEnv are MARINA_* variables that are not config keys: the config
-// file's path, the plugin handshake, the kind helper (cmd/marina-core), the
-// marina-core the front hands over to (cmd/marina) and what
+// file's path, the plugin handshake, the kind helper (marina re-executed) and what
 // marina's test harness passes through marina to it (test/standin, test/).
 var reservedEnv = map[string]bool{
 	"MARINA_CONFIG":        true,
 	"MARINA_PLUGIN_COOKIE": true,
 	"MARINA_KIND_HELPER":   true,
-	"MARINA_CORE":          true,
 	"MARINA_STANDIN_IMAGE": true,
 	"MARINA_SKIP_DOCKER":   true,
 	"MARINA_SKIP_KUBE":     true,

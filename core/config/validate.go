@@ -3,11 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/Masterminds/semver/v3"
 	"math"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	units "github.com/docker/go-units"
 
@@ -143,9 +146,7 @@ func Validate(c *Config) []Problem {
 			add(p, "%q is not a valid plugin name: lower-case letters, digits and '-', starting with a letter", name)
 		}
 		if pc.Version != "" {
-			if CheckConstraint == nil {
-				add(p+".version", "%q was not checked: this program has no semver parser (config.CheckConstraint is unset)", pc.Version)
-			} else if err := CheckConstraint(pc.Version); err != nil {
+			if _, err := semver.NewConstraint(pc.Version); err != nil {
 				add(p+".version", "%q is not a semver constraint (e.g. 1.2.3, ^1.2, >=1.0 <2.0): %v", pc.Version, err)
 			}
 		}
@@ -287,94 +288,16 @@ func checkDNSIP(add func(string, string, ...any), path string, ip netip.Addr, br
 	}
 }
 
+// strictSemver reports whether s is a SemVer 2.0.0 version (without a "v").
+func strictSemver(s string) bool {
+	_, err := semver.StrictNewVersion(s)
+	return err == nil
+}
+
 func checkVersion(add func(string, string, ...any), path, val string) {
 	if v, ok := strings.CutPrefix(val, "v"); !ok || !strictSemver(v) {
 		add(path, "%q must look like v1.2.3", val)
 	}
-}
-
-// CheckConstraint parses a plugin's version constraint (plugins.NAME.version).
-// marina-core sets it to Masterminds/semver's NewConstraint first thing in
-// main. The front (cmd/marina) links no semver, whose package init alone is a
-// third of the front's: there it stays nil, Validate reports every constraint
-// as unchecked, and the front hands a config with one (HasConstraints) to
-// marina-core before it shows anything.
-var CheckConstraint func(string) error
-
-// HasConstraints reports whether the config selects any plugin version by
-// constraint (a plugins.NAME.version key).
-func (l *Loaded) HasConstraints() bool {
-	for _, pc := range l.Config.Plugins {
-		if pc.Version != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// strictSemver reports whether s is a SemVer 2.0.0 version: MAJOR.MINOR.PATCH
-// without leading zeros, then optionally -PRERELEASE (dot-separated
-// identifiers of [0-9A-Za-z-], numeric ones without leading zeros) and
-// +BUILD (dot-separated non-empty [0-9A-Za-z-] identifiers), 256 bytes at
-// most. It accepts
-// exactly what Masterminds/semver's StrictNewVersion accepts (the test
-// compares them) without linking it.
-func strictSemver(s string) bool {
-	if len(s) > 256 { // semver's limit
-		return false
-	}
-	s, build, hasBuild := strings.Cut(s, "+")
-	if hasBuild && !identifiers(build, false) {
-		return false
-	}
-	s, pre, hasPre := strings.Cut(s, "-")
-	if hasPre && !identifiers(pre, true) {
-		return false
-	}
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 {
-		return false
-	}
-	for _, p := range parts {
-		if !numeric(p) || len(p) > 1 && p[0] == '0' {
-			return false
-		}
-		if _, err := strconv.ParseUint(p, 10, 64); err != nil {
-			return false // out of range, as semver parses it
-		}
-	}
-	return true
-}
-
-// identifiers checks dot-separated SemVer identifiers; noLeadingZero
-// refuses numeric ones with a leading zero (prerelease rule).
-func identifiers(s string, noLeadingZero bool) bool {
-	for _, id := range strings.Split(s, ".") {
-		if id == "" {
-			return false
-		}
-		for _, r := range id {
-			if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '-') {
-				return false
-			}
-		}
-		if noLeadingZero && numeric(id) && len(id) > 1 && id[0] == '0' {
-			return false
-		}
-	}
-	return true
-}
-
-func numeric(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // checkDomain accepts DNS names with at least one dot-separated label.
@@ -453,106 +376,20 @@ func caseHint(v string, values ...string) string {
 	return ""
 }
 
-// The name checks below are written out instead of regular expressions:
-// compiling those was a tenth of `marina config view` in the front, which
-// checks every key on each run. names_test.go holds the expressions they
-// replace and compares them on a corpus and by fuzzing.
+// The grammar of names: a DNS label (RFC 1123), a plugin name, and an image
+// reference as Docker's grammar has it, lower-case.
+// Compiled on first use, like every package-level value that costs work
+// (cmd/marina's TestNoInitWork).
+var (
+	dnsLabelRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
+	pluginNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`) })
+	imageRefRE   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
+	})
+)
 
-// isDNSLabel: ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$
-func isDNSLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isLowerAlnum(s[i]) && s[i] != '-' {
-			return false
-		}
-	}
-	return true
-}
+func isDNSLabel(s string) bool   { return dnsLabelRE().MatchString(s) }
+func isPluginName(s string) bool { return pluginNameRE().MatchString(s) }
 
-// isPluginName: ^[a-z][a-z0-9-]{0,62}$
-func isPluginName(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if !isLowerAlnum(s[i]) && s[i] != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-// IsImageRef reports whether s is an image reference as Docker's grammar has
-// it, lower-case:
-// ^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*
-// (:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$
-func IsImageRef(s string) bool {
-	if name, digest, ok := strings.Cut(s, "@"); ok {
-		hex, ok := strings.CutPrefix(digest, "sha256:")
-		if !ok || len(hex) != 64 || strings.IndexFunc(hex, func(r rune) bool { return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') }) >= 0 {
-			return false
-		}
-		s = name
-	}
-	// A last ':' after the last '/' is a tag, or, in a reference without
-	// a path, the port of its only component.
-	if i := strings.LastIndexByte(s, ':'); i > strings.LastIndexByte(s, '/') {
-		if tag := s[i+1:]; isTag(tag) {
-			s = s[:i]
-		} else if strings.Contains(s, "/") || !numeric(tag) {
-			return false
-		}
-	}
-	for n, comp := range strings.Split(s, "/") {
-		if n == 0 {
-			host, port, ok := strings.Cut(comp, ":")
-			if ok && !numeric(port) || !components(host, 1) {
-				return false
-			}
-			continue
-		}
-		if !components(comp, 2) {
-			return false
-		}
-	}
-	return true
-}
-
-// isTag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
-func isTag(s string) bool {
-	if len(s) == 0 || len(s) > 128 || s[0] == '.' || s[0] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(isLowerAlnum(c) || c >= 'A' && c <= 'Z' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// components: [a-z0-9]+ runs joined by 1 to maxSep of [._-].
-func components(s string, maxSep int) bool {
-	if s == "" || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
-		return false
-	}
-	sep := 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case isLowerAlnum(c):
-			sep = 0
-		case c == '.' || c == '_' || c == '-':
-			if sep++; sep > maxSep {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+// IsImageRef reports whether s is an image reference (registry/path:tag@digest).
+func IsImageRef(s string) bool { return imageRefRE().MatchString(s) }

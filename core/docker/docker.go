@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,13 +19,19 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
-
-	"github.com/bcollard/marina/core/dockerprobe"
 )
 
-// DefaultHost returns the Docker endpoint of this machine: $DOCKER_HOST, or
-// the platform's default socket.
-func DefaultHost() string { return dockerprobe.DefaultHost() }
+// DefaultHost is the engine Docker's client talks to without a context:
+// $DOCKER_HOST, else the platform's default socket.
+func DefaultHost() string {
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return h
+	}
+	if runtime.GOOS == "windows" {
+		return "npipe:////./pipe/docker_engine"
+	}
+	return "unix:///var/run/docker.sock"
+}
 
 // Client is a connection to one Docker engine.
 type Client struct {
@@ -44,9 +52,17 @@ func Open(ctx context.Context, host string) (*Client, error) {
 	return &Client{api: api, host: host}, nil
 }
 
-// UnreachableError says the Docker engine did not answer (the probe's type:
-// the host driver reports a missing engine in the same words either way).
-type UnreachableError = dockerprobe.UnreachableError
+// UnreachableError says the Docker engine at Host did not answer.
+type UnreachableError struct {
+	Host string
+	Err  error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("the Docker engine at %s does not answer: %v", e.Host, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // Host returns the endpoint.
 func (c *Client) Host() string { return c.host }

@@ -142,3 +142,14 @@ func TestClusterSlots(t *testing.T) {
 		t.Errorf("APIPortHolders[7095] = %q; want the stopped container", h)
 	}
 }
+
+func TestDefaultHost(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "tcp://127.0.0.1:2375")
+	if h := docker.DefaultHost(); h != "tcp://127.0.0.1:2375" {
+		t.Errorf("DefaultHost with DOCKER_HOST = %q", h)
+	}
+	t.Setenv("DOCKER_HOST", "")
+	if h := docker.DefaultHost(); h != "unix:///var/run/docker.sock" {
+		t.Errorf("DefaultHost = %q", h)
+	}
+}

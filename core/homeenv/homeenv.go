@@ -46,14 +46,7 @@ var Problem string
 // unset or empty ("" otherwise).
 var Derived string
 
-// Original is the environment as the process received it, before init set
-// $HOME or $USER. A program that hands its command line to another marina
-// program (the front, cmd/marina, replacing itself with marina-core) passes
-// this on, so the other finds what this one found, Problem included.
-var Original []string
-
 func init() {
-	Original = os.Environ()
 	Problem, Derived = ensure(os.Getenv, os.Setenv, passwdEntry, user.Current)
 	if !cgoLookup {
 		return

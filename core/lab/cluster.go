@@ -31,7 +31,6 @@ import (
 	"github.com/bcollard/marina/core/atomicfile"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/kubeconfig"
-	"github.com/bcollard/marina/core/labstatus"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/lock"
 	"github.com/bcollard/marina/core/slot"
@@ -580,9 +579,6 @@ func (l *Lab) DeleteCluster(ctx context.Context, c *Clusters, name string, opts 
 	_, err := lifecycle.Run(ctx, "cluster delete", steps, opts)
 	return err
 }
-
-// ClusterInfo is one row of `marina cluster list`.
-type ClusterInfo = labstatus.ClusterInfo
 
 // clusterReadTimeout bounds the reading of one cluster's API by
 // ListClusters: a cluster that does not answer is reported, not waited for.

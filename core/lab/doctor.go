@@ -13,22 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bcollard/marina/core/hostnet"
-	"github.com/bcollard/marina/core/labstatus"
 	"github.com/bcollard/marina/core/vm"
 )
-
-// CheckStatus is the outcome of one doctor check.
-type CheckStatus = labstatus.CheckStatus
-
-// The outcomes.
-const (
-	OK   = labstatus.OK
-	Warn = labstatus.Warn
-	Fail = labstatus.Fail
-)
-
-// Check is one doctor finding.
-type Check = labstatus.Check
 
 // DoctorOptions tunes Doctor.
 type DoctorOptions struct {

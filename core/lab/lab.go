@@ -23,7 +23,6 @@ import (
 	"github.com/bcollard/marina/core/hookenv"
 	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/kubeconfig"
-	"github.com/bcollard/marina/core/labstatus"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/slot"
@@ -441,13 +440,6 @@ func describeHostChange(c sdk.HostChange) lifecycle.Change {
 	}
 	return lifecycle.Change{Action: "apply", Target: "host change", Detail: c.Reason}
 }
-
-// The status types live in core/labstatus (the front prints them too).
-type (
-	Status        = labstatus.Status
-	NetworkStatus = labstatus.NetworkStatus
-	ServiceStatus = labstatus.ServiceStatus
-)
 
 // LabelComponent is the label plugins put on their service containers to
 // say what they are (registry-mirror, dns-etcd, dns-server, ...).

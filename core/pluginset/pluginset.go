@@ -15,7 +15,6 @@ import (
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/plugin"
-	"github.com/bcollard/marina/core/pluginlist"
 	"github.com/bcollard/marina/core/pluginstore"
 	"github.com/bcollard/marina/sdk"
 )
@@ -116,33 +115,33 @@ func Enabled(entries []Entry) ([]plugin.Plugin, error) {
 	return ps, errors.Join(errs...)
 }
 
-// DependencyProblems is pluginlist.DependencyProblems for entries, with
+// DependencyProblems is DependencyProblems for entries, with
 // semver checking the versions dependencies declare.
 func DependencyProblems(entries []Entry) map[string]string {
-	nodes := make([]pluginlist.Node, len(entries))
+	nodes := make([]Node, len(entries))
 	for i, e := range entries {
-		nodes[i] = pluginlist.Node{Name: e.Name, Enabled: e.Enabled, Problem: e.Problem, Described: e.Description != nil}
+		nodes[i] = Node{Name: e.Name, Enabled: e.Enabled, Problem: e.Problem, Described: e.Description != nil}
 		if e.Description != nil {
 			s := Summarize(e.Description)
 			nodes[i].Version, nodes[i].Dependencies = s.Version, s.Dependencies
 		}
 	}
-	return pluginlist.DependencyProblems(nodes, satisfies)
+	return nodeProblems(nodes)
 }
 
 // Summarize is what plugin list shows of d.
-func Summarize(d *sdk.Description) pluginlist.Summary {
-	s := pluginlist.Summary{Name: d.Name, Version: d.Version, Protocol: d.Protocol, Hooks: []string{}}
+func Summarize(d *sdk.Description) Summary {
+	s := Summary{Name: d.Name, Version: d.Version, Protocol: d.Protocol, Hooks: []string{}}
 	for _, h := range d.Hooks {
 		s.Hooks = append(s.Hooks, string(h))
 	}
 	for _, dep := range d.Dependencies {
-		s.Dependencies = append(s.Dependencies, pluginlist.Dependency{Name: dep.Name, Version: dep.Version, Optional: dep.Optional})
+		s.Dependencies = append(s.Dependencies, Dependency{Name: dep.Name, Version: dep.Version, Optional: dep.Optional})
 	}
 	return s
 }
 
-// satisfies is pluginlist.Satisfies with Masterminds/semver; a version that
+// satisfies is Satisfies with Masterminds/semver; a version that
 // does not parse satisfies nothing.
 func satisfies(constraint, version string) (bool, error) {
 	c, err := semver.NewConstraint(constraint)

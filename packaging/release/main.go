@@ -86,8 +86,7 @@ func archiveCmd(ctx context.Context, args []string) error {
 		version    = fs.String("version", "", "marina's version (a leading v is dropped from the file name)")
 		goos       = fs.String("goos", "", "the platform marina was built for: darwin or linux")
 		goarch     = fs.String("goarch", "", "arm64 or amd64")
-		marina     = fs.String("marina", "", "the marina binary, the front (built by the Makefile)")
-		core       = fs.String("marina-core", "", "marina-core, beside marina (built by the Makefile)")
+		marina     = fs.String("marina", "", "the marina binary (built by the Makefile)")
 		engine     = fs.String("marina-lima", "", "marina's Lima engine, "+lima.EngineName+" (built, and on darwin signed, by the Makefile)")
 		guestAgent = fs.String("guestagent", "", "Lima's guest agent for -goarch (plain or .gz); empty: build it from the pinned Lima module")
 		goBin      = fs.String("go", "go", "the go command that builds the guest agent")
@@ -97,8 +96,8 @@ func archiveCmd(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *version == "" || *goos == "" || *goarch == "" || *marina == "" || *core == "" || *engine == "" {
-		return fmt.Errorf("archive needs -version, -goos, -goarch, -marina, -marina-core and -marina-lima")
+	if *version == "" || *goos == "" || *goarch == "" || *marina == "" || *engine == "" {
+		return fmt.Errorf("archive needs -version, -goos, -goarch, -marina and -marina-lima")
 	}
 	agent := *guestAgent
 	if agent == "" {
@@ -123,7 +122,6 @@ func archiveCmd(ctx context.Context, args []string) error {
 		GOOS:        *goos,
 		GOARCH:      *goarch,
 		Marina:      *marina,
-		MarinaCore:  *core,
 		MarinaLima:  *engine,
 		GuestAgents: map[string]string{*goarch: agent},
 		Docs:        docFiles(*docs),

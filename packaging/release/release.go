@@ -17,6 +17,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -31,11 +32,9 @@ type Spec struct {
 	Version string
 	// GOOS and GOARCH are the platform marina was built for.
 	GOOS, GOARCH string
-	// Marina is the marina binary, the front users run.
+	// Marina is the marina binary (cmd/marina), the one program users run:
+	// it answers every command itself.
 	Marina string
-	// MarinaCore is marina-core (cmd/marina-core), shipped beside marina,
-	// which hands it every command it does not answer itself.
-	MarinaCore string
 	// MarinaLima is marina's Lima engine (lima.EngineName), shipped beside
 	// marina, which finds it there; on darwin it is Lima's host agent and
 	// signed with the virtualization entitlement.
@@ -83,12 +82,14 @@ func guestAgentEntry(goarch string) string {
 }
 
 // The binaries' archive paths: marina and, beside it, where marina looks
-// first, marina-core and its Lima engine.
+// first, its Lima engine. They are the only entries under bin/.
 const (
 	binMarina = "bin/marina"
-	binCore   = "bin/marina-core"
 	binEngine = "bin/" + lima.EngineName
 )
+
+// binaries are the archive's programs, in the order CheckArchive checks them.
+var binaries = []string{binMarina, binEngine}
 
 type entry struct {
 	name string
@@ -97,7 +98,7 @@ type entry struct {
 }
 
 // WriteArchive writes the archive for spec into dir and returns its path.
-// The tree is Lima's: bin/marina, bin/marina-core, bin/marina-lima, share/lima/lima-guestagent.Linux-<arch>.gz,
+// The tree is Lima's: bin/marina, bin/marina-lima, share/lima/lima-guestagent.Linux-<arch>.gz,
 // share/doc/marina/..., share/doc/lima/{LICENSE,NOTICE}. Entries are sorted,
 // owned by 0:0 and dated spec.ModTime, so the same inputs give the same
 // bytes.
@@ -112,10 +113,10 @@ func WriteArchive(dir string, spec Spec) (string, error) {
 		}
 		files[name] = entry{name: name, mode: mode, data: data}
 	}
-	if spec.Marina == "" || spec.MarinaCore == "" || spec.MarinaLima == "" {
-		return "", errors.New("the archive ships marina, marina-core (every command but version and config view) and " + lima.EngineName + ", its Lima engine, side by side: all three are needed")
+	if spec.Marina == "" || spec.MarinaLima == "" {
+		return "", errors.New("the archive ships marina and " + lima.EngineName + ", its Lima engine, side by side: both are needed")
 	}
-	for name, src := range map[string]string{binMarina: spec.Marina, binCore: spec.MarinaCore, binEngine: spec.MarinaLima} {
+	for name, src := range map[string]string{binMarina: spec.Marina, binEngine: spec.MarinaLima} {
 		bin, err := os.ReadFile(src)
 		if err != nil {
 			return "", err
@@ -210,10 +211,13 @@ func gzipN(b []byte) ([]byte, error) {
 var archiveRE = regexp.MustCompile(`^marina-(.+)-(Darwin|Linux)-(arm64|aarch64|x86_64)\.tar\.gz$`)
 
 // CheckArchive checks a release archive at file level, as Lima's
-// hack/validate-artifact.sh does and more: bin/marina, bin/marina-core and
-// bin/marina-lima are executables for the archive's platform (Mach-O or ELF of its CPU) and,
-// on darwin, marina-lima (Lima's host agent there) is signed with the
-// virtualization entitlement; the guest agent for the platform's
+// hack/validate-artifact.sh does and more: bin/marina and bin/marina-lima
+// are executables for the archive's platform (Mach-O or ELF of its CPU),
+// and bin/ holds nothing else (an archive like Lima's is extracted onto a
+// prefix whose bin/ is on PATH: any other program there would be installed
+// with marina, and an engine under another name is one marina cannot
+// find); on darwin, marina-lima (Lima's host agent there) is signed with
+// the virtualization entitlement; the guest agent for the platform's
 // architecture is there, gzipped, a static Linux ELF of that CPU, and the
 // other architecture's is not; nothing escapes the archive's root.
 func CheckArchive(file string) error {
@@ -238,8 +242,11 @@ func CheckArchive(file string) error {
 		if e.uid != 0 || e.gid != 0 {
 			return fail("entry %q is owned by %d:%d, not 0:0", name, e.uid, e.gid)
 		}
+		if c := path.Clean(name); strings.HasPrefix(c, "bin/") && !slices.Contains(binaries, c) {
+			return fail("%s is not one of marina's programs (bin/ holds only %s)", name, strings.Join(binaries, " and "))
+		}
 	}
-	for _, name := range []string{binMarina, binCore, binEngine} {
+	for _, name := range binaries {
 		bin, ok := entries[name]
 		if !ok || bin.data == nil {
 			return fail("no %s", name)
@@ -249,7 +256,7 @@ func CheckArchive(file string) error {
 		}
 		switch goos {
 		case "darwin":
-			// Only the engine runs the VM; marina and marina-core need no entitlement.
+			// Only the engine runs the VM; marina needs no entitlement.
 			if err := checkMachO(bin.data, goarch, name == binEngine); err != nil {
 				return fail("%s: %v", name, err)
 			}

@@ -101,14 +101,12 @@ func listArchive(t *testing.T, file string) ([]string, map[string]listed) {
 
 func TestArchiveLayout(t *testing.T) {
 	dir := t.TempDir()
-	marina := hello(t, "linux", "amd64")
-	core := writeFile(t, filepath.Join(dir, "marina-core"), "\x7fELF stand-in for marina-core")
+	marina := writeFile(t, filepath.Join(dir, "marina"), "\x7fELF stand-in for marina")
 	engine := writeFile(t, filepath.Join(dir, "marina-lima"), "\x7fELF stand-in for marina-lima")
 	agent := hello(t, "linux", "amd64")
 	spec := Spec{
 		Version: "v0.3.0", GOOS: "linux", GOARCH: "amd64",
 		Marina:      marina,
-		MarinaCore:  core,
 		MarinaLima:  engine,
 		GuestAgents: map[string]string{"amd64": agent},
 		Docs:        []string{writeFile(t, filepath.Join(dir, "src", "README.md"), "# marina\n")},
@@ -124,7 +122,7 @@ func TestArchiveLayout(t *testing.T) {
 	}
 	names, entries := listArchive(t, out)
 	want := []string{
-		"bin/", "bin/marina", "bin/marina-core", "bin/marina-lima",
+		"bin/", "bin/marina", "bin/marina-lima",
 		"share/", "share/doc/", "share/doc/lima/", "share/doc/lima/LICENSE", "share/doc/lima/NOTICE",
 		"share/doc/marina/", "share/doc/marina/README.md",
 		"share/lima/", "share/lima/lima-guestagent.Linux-x86_64.gz",
@@ -132,7 +130,7 @@ func TestArchiveLayout(t *testing.T) {
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("entries\n%q\nwant\n%q", names, want)
 	}
-	for name, src := range map[string]string{"bin/marina": marina, "bin/marina-core": core, "bin/marina-lima": engine} {
+	for name, src := range map[string]string{"bin/marina": marina, "bin/marina-lima": engine} {
 		e := entries[name]
 		if e.mode != 0o755 {
 			t.Errorf("%s mode %o", name, e.mode)
@@ -157,10 +155,10 @@ func TestArchiveLayout(t *testing.T) {
 	if orig, _ := os.ReadFile(agent); !bytes.Equal(got, orig) {
 		t.Error("the gzipped guest agent is not the agent")
 	}
-	if err := CheckArchive(out); err == nil || !strings.Contains(err.Error(), "bin/marina-core: not an ELF executable") {
-		t.Errorf("CheckArchive with a marina-core that is no executable = %v", err)
+	if err := CheckArchive(out); err == nil || !strings.Contains(err.Error(), "bin/marina: not an ELF executable") {
+		t.Errorf("CheckArchive with a marina that is no executable = %v", err)
 	}
-	spec.MarinaCore = hello(t, "linux", "amd64")
+	spec.Marina = hello(t, "linux", "amd64")
 	if _, err := WriteArchive(filepath.Join(dir, "dist"), spec); err != nil {
 		t.Fatal(err)
 	}
@@ -192,13 +190,16 @@ func TestArchiveLayout(t *testing.T) {
 		t.Error("a .gz agent was compressed again")
 	}
 	// No archive without the engine (marina alone cannot run a VM) or
-	// marina-core (nor any command but version and config view).
-	for _, drop := range []func(*Spec){func(s *Spec) { s.MarinaLima = "" }, func(s *Spec) { s.MarinaCore = "" }} {
+	// without marina itself.
+	for what, drop := range map[string]func(*Spec){"marina-lima": func(s *Spec) { s.MarinaLima = "" }, "marina": func(s *Spec) { s.Marina = "" }} {
 		s := spec
 		drop(&s)
-		if _, err := WriteArchive(filepath.Join(dir, "dist2"), s); err == nil || !strings.Contains(err.Error(), "marina-core") || !strings.Contains(err.Error(), "marina-lima") {
-			t.Errorf("WriteArchive without marina-core or marina-lima = %v", err)
+		if _, err := WriteArchive(filepath.Join(dir, "dist2"), s); err == nil || !strings.Contains(err.Error(), "ships marina and marina-lima") || !strings.Contains(err.Error(), "both are needed") {
+			t.Errorf("WriteArchive without %s = %v", what, err)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dist2")); !os.IsNotExist(err) {
+		t.Errorf("WriteArchive without a binary left dist2 behind: %v", err)
 	}
 }
 
@@ -210,32 +211,32 @@ func TestCheckArchiveRefuses(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{name: "agent of another CPU", spec: Spec{GOOS: "linux", GOARCH: "arm64", Marina: hello(t, "linux", "arm64"), MarinaCore: hello(t, "linux", "arm64"), MarinaLima: hello(t, "linux", "arm64"),
+		{name: "agent of another CPU", spec: Spec{GOOS: "linux", GOARCH: "arm64", Marina: hello(t, "linux", "arm64"), MarinaLima: hello(t, "linux", "arm64"),
 			GuestAgents: map[string]string{"arm64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "share/lima/lima-guestagent.Linux-aarch64.gz: an ELF ET_EXEC EM_X86_64, want an executable for EM_AARCH64"},
-		{name: "both agents", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaCore: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
+		{name: "both agents", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64"), "arm64": hello(t, "linux", "arm64")}, LimaDocs: []string{lic}},
 			want: "lima-guestagent.Linux-aarch64.gz is for another architecture"},
-		{name: "marina for another OS", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaCore: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
+		{name: "marina for another OS", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "bin/marina: not an ELF executable"},
-		{name: "marina-lima for another CPU", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaCore: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "arm64"),
+		{name: "marina-lima for another CPU", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "arm64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "bin/marina-lima: an ELF ET_EXEC EM_AARCH64, want an executable for EM_X86_64"},
-		{name: "no Lima license", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaCore: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
+		{name: "no Lima license", spec: Spec{GOOS: "linux", GOARCH: "amd64", Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}},
 			want: "no share/doc/lima/LICENSE"},
 		// The Go linker signs darwin/arm64 binaries ad hoc, without
 		// entitlements: what `go install` gives a Mac user. marina is
 		// fine so (it is checked first); its engine is not.
-		{name: "darwin, linker-signed", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "arm64"), MarinaCore: hello(t, "darwin", "arm64"), MarinaLima: hello(t, "darwin", "arm64"),
+		{name: "darwin, linker-signed", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "arm64"), MarinaLima: hello(t, "darwin", "arm64"),
 			GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")}, LimaDocs: []string{lic}},
 			want: "bin/marina-lima: signed without entitlements"},
 		// darwin/amd64 binaries are not signed at all.
-		{name: "darwin, unsigned", spec: Spec{GOOS: "darwin", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaCore: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "amd64"),
+		{name: "darwin, unsigned", spec: Spec{GOOS: "darwin", GOARCH: "amd64", Marina: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "amd64"),
 			GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")}, LimaDocs: []string{lic}},
 			want: "bin/marina-lima: not signed (no LC_CODE_SIGNATURE)"},
-		{name: "darwin, marina for another CPU", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "amd64"), MarinaCore: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "arm64"),
+		{name: "darwin, marina for another CPU", spec: Spec{GOOS: "darwin", GOARCH: "arm64", Marina: hello(t, "darwin", "amd64"), MarinaLima: hello(t, "darwin", "arm64"),
 			GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")}, LimaDocs: []string{lic}},
 			want: "bin/marina: a Mach-O"},
 	} {
@@ -303,7 +304,7 @@ func TestCheckArchiveDarwinSigned(t *testing.T) {
 	dir := t.TempDir()
 	marina := hello(t, "darwin", "arm64")
 	engine := writeFile(t, filepath.Join(dir, "marina-lima"), string(b))
-	out, err := WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaCore: marina, MarinaLima: engine,
+	out, err := WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaLima: engine,
 		GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")},
 		LimaDocs:    []string{writeFile(t, filepath.Join(dir, "LICENSE"), "Apache License\n")}})
 	if err != nil {
@@ -328,7 +329,7 @@ func TestCheckArchiveDarwinSigned(t *testing.T) {
 		}
 	}
 	writeFile(t, engine, string(b))
-	out, err = WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaCore: marina, MarinaLima: engine,
+	out, err = WriteArchive(dir, Spec{Version: "v1.0.0", GOOS: "darwin", GOARCH: "arm64", Marina: marina, MarinaLima: engine,
 		GuestAgents: map[string]string{"arm64": hello(t, "linux", "arm64")},
 		LimaDocs:    []string{filepath.Join(dir, "LICENSE")}})
 	if err != nil {
@@ -340,8 +341,9 @@ func TestCheckArchiveDarwinSigned(t *testing.T) {
 }
 
 // rewriteArchive copies the archive in to out, passing every header through
-// edit; edit returning false drops the entry.
-func rewriteArchive(t *testing.T, in, out string, edit func(*tar.Header) bool) {
+// edit; edit returning false drops the entry. Each name in add is then
+// appended as an executable, a copy of bin/marina.
+func rewriteArchive(t *testing.T, in, out string, edit func(*tar.Header) bool, add ...string) {
 	t.Helper()
 	names, entries := listArchive(t, in)
 	f, err := os.Create(out)
@@ -367,6 +369,15 @@ func rewriteArchive(t *testing.T, in, out string, edit func(*tar.Header) bool) {
 			t.Fatal(err)
 		}
 	}
+	for _, n := range add {
+		e := entries["bin/marina"]
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o755, ModTime: e.modTime, Typeflag: tar.TypeReg, Size: int64(len(e.data))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -375,13 +386,16 @@ func rewriteArchive(t *testing.T, in, out string, edit func(*tar.Header) bool) {
 	}
 }
 
-// TestCheckArchiveEngine: an archive whose bin/marina-lima is missing or
-// not executable is refused, as bin/marina's would be: marina looks for
-// its engine beside itself and cannot run a VM without it.
-func TestCheckArchiveEngine(t *testing.T) {
+// TestCheckArchiveBinaries: bin/ holds exactly bin/marina and
+// bin/marina-lima, both executable. An archive whose bin/marina-lima is
+// missing or not executable is refused, as bin/marina's would be: marina
+// looks for its engine beside itself and cannot run a VM without it. So is
+// one with another program in bin/ (it would land on PATH with marina), or
+// with the engine under another name (marina would not find it).
+func TestCheckArchiveBinaries(t *testing.T) {
 	dir := t.TempDir()
 	good, err := WriteArchive(filepath.Join(dir, "good"), Spec{Version: "1.0.0", GOOS: "linux", GOARCH: "amd64",
-		Marina: hello(t, "linux", "amd64"), MarinaCore: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
+		Marina: hello(t, "linux", "amd64"), MarinaLima: hello(t, "linux", "amd64"),
 		GuestAgents: map[string]string{"amd64": hello(t, "linux", "amd64")},
 		LimaDocs:    []string{writeFile(t, filepath.Join(dir, "LICENSE"), "Apache License\n")}})
 	if err != nil {
@@ -390,30 +404,40 @@ func TestCheckArchiveEngine(t *testing.T) {
 	if err := CheckArchive(good); err != nil {
 		t.Fatalf("CheckArchive of the unedited archive: %v", err)
 	}
+	keep := func(*tar.Header) bool { return true }
 	for _, tc := range []struct {
 		name string
 		edit func(*tar.Header) bool
+		add  []string
 		want string
 	}{
-		{"no marina-lima", func(h *tar.Header) bool { return h.Name != "bin/marina-lima" }, "no bin/marina-lima"},
-		{"no marina", func(h *tar.Header) bool { return h.Name != "bin/marina" }, "no bin/marina"},
-		{"no marina-core", func(h *tar.Header) bool { return h.Name != "bin/marina-core" }, "no bin/marina-core"},
-		{"marina-core not executable", func(h *tar.Header) bool {
-			if h.Name == "bin/marina-core" {
+		{"no marina-lima", func(h *tar.Header) bool { return h.Name != "bin/marina-lima" }, nil, "no bin/marina-lima"},
+		{"no marina", func(h *tar.Header) bool { return h.Name != "bin/marina" }, nil, "no bin/marina"},
+		{"marina not executable", func(h *tar.Header) bool {
+			if h.Name == "bin/marina" {
 				h.Mode = 0o644
 			}
 			return true
-		}, "bin/marina-core is not executable (mode 644)"},
+		}, nil, "bin/marina is not executable (mode 644)"},
 		{"marina-lima not executable", func(h *tar.Header) bool {
 			if h.Name == "bin/marina-lima" {
 				h.Mode = 0o644
 			}
 			return true
-		}, "bin/marina-lima is not executable (mode 644)"},
+		}, nil, "bin/marina-lima is not executable (mode 644)"},
+		{"another program in bin", keep, []string{"bin/limactl"}, "bin/limactl is not one of marina's programs (bin/ holds only bin/marina and bin/marina-lima)"},
+		{"another program in bin, as ./bin", keep, []string{"./bin/marina-helper"}, "bin/marina-helper is not one of marina's programs (bin/ holds only bin/marina and bin/marina-lima)"},
+		{"a directory in bin", keep, []string{"bin/lima/limactl"}, "bin/lima/limactl is not one of marina's programs (bin/ holds only bin/marina and bin/marina-lima)"},
+		{"the engine under another name", func(h *tar.Header) bool {
+			if h.Name == "bin/marina-lima" {
+				h.Name = "bin/marina-engine"
+			}
+			return true
+		}, nil, "bin/marina-engine is not one of marina's programs (bin/ holds only bin/marina and bin/marina-lima)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), filepath.Base(good))
-			rewriteArchive(t, good, out, tc.edit)
+			rewriteArchive(t, good, out, tc.edit, tc.add...)
 			// The message ends with what is wrong ("no bin/marina" is
 			// also the start of "no bin/marina-lima").
 			if err := CheckArchive(out); err == nil || !strings.HasSuffix(err.Error(), ": "+tc.want) {
@@ -431,7 +455,7 @@ func TestArchiveCommand(t *testing.T) {
 	writeFile(t, filepath.Join(docs, "README.md"), "# marina\n")
 	t.Setenv("SOURCE_DATE_EPOCH", "1767225600")
 	err := run([]string{"archive", "-version", "v0.3.0-2-gabcdef", "-goos", "linux", "-goarch", "arm64",
-		"-marina", hello(t, "linux", "arm64"), "-marina-core", hello(t, "linux", "arm64"), "-marina-lima", hello(t, "linux", "arm64"), "-guestagent", hello(t, "linux", "arm64"),
+		"-marina", hello(t, "linux", "arm64"), "-marina-lima", hello(t, "linux", "arm64"), "-guestagent", hello(t, "linux", "arm64"),
 		"-out", filepath.Join(dir, "dist"), "-docs", docs})
 	if err != nil {
 		t.Fatal(err)
@@ -449,18 +473,32 @@ func TestArchiveCommand(t *testing.T) {
 	if e := entries["bin/marina"]; !e.modTime.Equal(time.Unix(1767225600, 0)) {
 		t.Errorf("SOURCE_DATE_EPOCH not applied: %v", e.modTime)
 	}
-	for _, name := range []string{"bin/marina-core", "bin/marina-lima"} {
-		if e, ok := entries[name]; !ok || e.mode != 0o755 {
-			t.Errorf("%s: %v, mode %o", name, ok, e.mode)
+	var bins []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "bin/") && n != "bin/" {
+			bins = append(bins, n)
+		}
+	}
+	if want := []string{"bin/marina", "bin/marina-lima"}; !reflect.DeepEqual(bins, want) {
+		t.Errorf("bin/ holds %q, want %q", bins, want)
+	}
+	for _, name := range bins {
+		if e := entries[name]; e.mode != 0o755 {
+			t.Errorf("%s: mode %o", name, e.mode)
 		}
 	}
 	if err := run([]string{"archive", "-version", "v1"}); err == nil {
 		t.Error("archive without -goos/-goarch/-marina accepted")
 	}
 	err = run([]string{"archive", "-version", "v1", "-goos", "linux", "-goarch", "arm64", "-marina", hello(t, "linux", "arm64"),
-		"-marina-core", hello(t, "linux", "arm64"), "-guestagent", hello(t, "linux", "arm64"), "-out", filepath.Join(dir, "dist3"), "-docs", docs})
+		"-guestagent", hello(t, "linux", "arm64"), "-out", filepath.Join(dir, "dist3"), "-docs", docs})
 	if err == nil || !strings.Contains(err.Error(), "-marina-lima") {
 		t.Errorf("archive without -marina-lima = %v", err)
+	}
+	err = run([]string{"archive", "-version", "v1", "-goos", "linux", "-goarch", "arm64", "-marina-lima", hello(t, "linux", "arm64"),
+		"-guestagent", hello(t, "linux", "arm64"), "-out", filepath.Join(dir, "dist4"), "-docs", docs})
+	if err == nil || !strings.Contains(err.Error(), "needs -version, -goos, -goarch, -marina and -marina-lima") {
+		t.Errorf("archive without -marina = %v", err)
 	}
 }
 

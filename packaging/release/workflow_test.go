@@ -78,7 +78,7 @@ func TestReleaseWorkflow(t *testing.T) {
 		t.Errorf("not run on v* tags: %q", w.On.Push.Tags)
 	}
 	// A pull request that changes what the release runs runs it.
-	for _, p := range []string{".github/workflows/release.yml", "packaging/**", "core/vm/lima/**", "cmd/marina/**", "cmd/marina-core/**", "cmd/marina-lima/**", "Makefile"} {
+	for _, p := range []string{".github/workflows/release.yml", "packaging/**", "core/vm/lima/**", "cmd/marina/**", "cmd/marina-lima/**", "Makefile"} {
 		if !slices.Contains(w.On.PullRequest.Paths, p) {
 			t.Errorf("a pull request changing %s does not run the workflow", p)
 		}
@@ -140,13 +140,14 @@ func TestReleaseWorkflow(t *testing.T) {
 		}
 	}
 	// The packages only a darwin cgo build compiles are vetted for real:
-	// marina's lima driver and the engine, and both commands.
+	// marina's lima driver and the engine, and both commands (marina and
+	// marina-lima).
 	vetRE := regexp.MustCompile(`(?m)^CGO_ENABLED=1 go vet (.+)$`)
 	var vetted []string
 	for _, m := range vetRE.FindAllStringSubmatch(all, -1) {
 		vetted = append(vetted, strings.Fields(m[1])...)
 	}
-	for _, p := range []string{"./core/vm/lima/", "./core/vm/lima/limaengine/", "./cmd/marina/", "./cmd/marina-core/", "./cmd/marina-lima/"} {
+	for _, p := range []string{"./core/vm/lima/", "./core/vm/lima/limaengine/", "./cmd/marina/", "./cmd/marina-lima/"} {
 		if !slices.Contains(vetted, p) {
 			t.Errorf("the darwin job does not vet %s with cgo (it vets %q)", p, vetted)
 		}
@@ -189,15 +190,15 @@ func makeDryRun(t *testing.T, target string, vars ...string) string {
 	return string(b)
 }
 
-// TestMakefileSigns: build, install and release-archive build marina,
-// marina-core and marina-lima together, with the same flags. On macOS (HOST_OS=Darwin, as
+// TestMakefileSigns: build, install and release-archive build marina and
+// marina-lima, its Lima engine, together, with the same flags. On macOS (HOST_OS=Darwin, as
 // uname -s says there) they force cgo and sign marina-lima, Lima's host
 // agent, with packaging/darwin/vz.entitlements, as Lima's Makefile signs
 // limactl; marina, which runs no VM, is not signed with it. On Linux they
 // sign nothing.
 func TestMakefileSigns(t *testing.T) {
 	sign := "codesign --entitlements packaging/darwin/vz.entitlements --force -s - "
-	both := "./cmd/marina ./cmd/marina-core ./cmd/marina-lima\n"
+	both := "./cmd/marina ./cmd/marina-lima\n"
 	mac := makeDryRun(t, "build", "HOST_OS=Darwin")
 	if !strings.Contains(mac, "CGO_ENABLED=1 go build -trimpath -ldflags '-s -w ") || !strings.Contains(mac, " -o bin/ "+both) ||
 		!strings.Contains(mac, sign+"bin/marina-lima\n") || strings.Count(mac, "codesign --") != 1 {
@@ -222,7 +223,7 @@ func TestMakefileSigns(t *testing.T) {
 		" -o dist/build/darwin-amd64/ " + both,
 		sign + "dist/build/darwin-amd64/marina-lima\n",
 		"go run ./packaging/release archive -version v1.2.3 -goos darwin -goarch amd64",
-		"-marina dist/build/darwin-amd64/marina -marina-core dist/build/darwin-amd64/marina-core -marina-lima dist/build/darwin-amd64/marina-lima ",
+		"-marina dist/build/darwin-amd64/marina -marina-lima dist/build/darwin-amd64/marina-lima ",
 	} {
 		if !strings.Contains(rel, want) {
 			t.Errorf("make release-archive for darwin/amd64 on macOS lacks %q:\n%s", want, rel)
@@ -234,7 +235,7 @@ func TestMakefileSigns(t *testing.T) {
 	linuxRel := makeDryRun(t, "release-archive", "HOST_OS=Linux", "RELEASE_GOOS=linux", "RELEASE_GOARCH=arm64")
 	if !strings.Contains(linuxRel, "CGO_ENABLED=0 GOOS=linux GOARCH=arm64") || !strings.Contains(linuxRel, " -o dist/build/linux-arm64/ "+both) ||
 		!strings.Contains(linuxRel, "not signing dist/build/linux-arm64/marina-lima: codesign exists only on macOS") ||
-		!strings.Contains(linuxRel, "-marina dist/build/linux-arm64/marina -marina-core dist/build/linux-arm64/marina-core -marina-lima dist/build/linux-arm64/marina-lima ") {
+		!strings.Contains(linuxRel, "-marina dist/build/linux-arm64/marina -marina-lima dist/build/linux-arm64/marina-lima ") {
 		t.Errorf("make release-archive on Linux:\n%s", linuxRel)
 	}
 }

@@ -220,9 +220,7 @@ var (
 	buildErr  error
 )
 
-// buildMarina builds marina from this checkout once per test process: the
-// front and marina-core side by side, as released (the front hands every
-// command but version and config view to marina-core).
+// buildMarina builds marina from this checkout once per test process.
 func buildMarina(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -234,9 +232,9 @@ func buildMarina(t testing.TB) string {
 		builtBin = filepath.Join(dir, "marina")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "../../cmd/marina", "../../cmd/marina-core")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", builtBin, "../../cmd/marina")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/marina ./cmd/marina-core: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build ./cmd/marina: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

@@ -180,8 +180,8 @@ chmod 755 "$work"
 mkdir -p "$work/t" "$work/logs"
 chown "$user:" "$work/t" "$work/logs"
 build() {
-  # marina-core and marina-lima beside marina (and the test binary), where it finds them.
-  go build -o "$work/" ./cmd/marina ./cmd/marina-core ./cmd/marina-lima
+  # marina-lima beside marina (and the test binary), where it finds it.
+  go build -o "$work/" ./cmd/marina ./cmd/marina-lima
   go test -c -o "$work/vm.test" ./test/vm
   go build -o "$work/lima0relay" ./test/vm/lima0relay
   install -m 0644 "$MARINA_TEST_VM_IMAGE" "$work/image.qcow2"
@@ -212,7 +212,7 @@ EOF
   qemu="$work/qemu-system-x86_64"
   echo "$qemu" >"$work/qemu"
 }
-timed "build marina, marina-core, marina-lima + test binary" build
+timed "build marina, marina-lima + test binary" build
 timed "lima0 (tap, dnsmasq, sudoers drop-in)" lima0_setup
 timed "local DNS images (docker save)" save_images
 

@@ -22,7 +22,6 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/docker"
 	"github.com/bcollard/marina/core/vm"
-	"github.com/bcollard/marina/core/vm/statuscache"
 )
 
 // Driver is the lima driver: vm.Driver for marina's Lima VM.
@@ -127,7 +126,6 @@ func pingDocker(ctx context.Context, host string) error {
 // Status inspects the VM without changing it.
 func (d *Driver) Status(ctx context.Context) (vm.Status, error) {
 	st := vm.Status{Driver: "lima", Name: d.vmName()}
-	fp, fpErr := d.fingerprint()
 	inst, err := d.lima.Inspect(ctx, d.vmName())
 	if errors.Is(err, fs.ErrNotExist) {
 		st.State = vm.Absent
@@ -155,32 +153,12 @@ func (d *Driver) Status(ctx context.Context) (vm.Status, error) {
 	case limatype.StatusStopped:
 		st.State = vm.Stopped
 		st.Detail = "the VM is stopped; `marina up` starts it"
-		if fpErr == nil {
-			d.rememberStopped(fp, st)
-		}
 	default:
 		st.State = vm.Stopped
 		st.Detail = fmt.Sprintf("Lima reports the VM as %q%s; %s",
 			inst.Status, instErrors(inst), wayOut(inst.Status))
 	}
 	return st, nil
-}
-
-// fingerprint digests the files a stopped VM's status is read from (see
-// core/vm/statuscache).
-func (d *Driver) fingerprint() (string, error) {
-	return statuscache.FingerprintVM(LimaHome(d.home), d.vmName())
-}
-
-// rememberStopped keeps st, the status of the VM found stopped in files
-// whose fingerprint was fp before Lima inspected them, for the front's
-// `marina status` — if they are still the same. It is a cache: failing to
-// write it changes nothing but the next status' speed.
-func (d *Driver) rememberStopped(fp string, st vm.Status) {
-	if after, err := d.fingerprint(); err != nil || after != fp {
-		return
-	}
-	_ = statuscache.Save(statuscache.Path(d.home, d.vmName()), d.cfg, fp, st)
 }
 
 // wayOut is what to run for a VM in a state that is neither running nor

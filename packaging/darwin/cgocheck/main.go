@@ -2,7 +2,7 @@
 // build for macOS compiles: files under `darwin && cgo` (marina's
 // core/vm/lima/limaengine/vz_cgo_darwin.go and hostagent_run.go, Lima's vz
 // driver and host agent, Code-Hex/vz) and every package that imports them
-// (limaengine, cmd/marina-lima; not cmd/marina or cmd/marina-core, which do not link them).
+// (limaengine, cmd/marina-lima; not cmd/marina, which does not link them).
 //
 // `GOOS=darwin CGO_ENABLED=0 go vet` never sees those files, and a cgo build
 // for darwin needs Apple's SDK. cgocheck does what gopls does without one:

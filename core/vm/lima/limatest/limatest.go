@@ -1,5 +1,5 @@
 // Package limatest makes Lima instance directories for tests of the
-// programs that read them (cmd/marina, cmd/marina-core).
+// programs that read them (cmd/marina).
 package limatest
 
 import (
@@ -14,7 +14,7 @@ import (
 // CreatedVM writes, under home, the instance directory of the default
 // config's Lima VM as Lima's create leaves it (lima.yaml rendered from
 // marina's template for this Linux machine, lima-version), never started:
-// marina-core's Lima reader reports it stopped. It returns the directory.
+// marina's Lima reader reports it stopped. It returns the directory.
 func CreatedVM(t testing.TB, home string) string {
 	t.Helper()
 	cfg := config.Default()
