@@ -6,7 +6,7 @@ package main
 // marina at all) measured in the same run. Goal: plugin list under 100 ms,
 // reported, never asserted. Run: make bench, or
 //
-//	go test -run '^$' -bench PluginList -benchmem ./cmd/marina-core
+//	go test -run '^$' -bench PluginList -benchmem ./cmd/marina
 
 import (
 	"bytes"

@@ -10,8 +10,8 @@ import (
 )
 
 // builtins returns the plugins compiled into this binary: the one place
-// built-ins are wired in. Each still runs out of process: marina-core re-executes
-// itself as `marina-core plugin-server NAME`, the path third-party plugins take.
+// built-ins are wired in. Each still runs out of process: marina re-executes
+// itself as `marina plugin-server NAME`, the path third-party plugins take.
 func builtins() pluginset.Builtins {
 	return pluginset.Builtins{
 		"coredns":     coredns.New,

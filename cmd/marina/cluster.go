@@ -71,7 +71,7 @@ Every enabled plugin's hooks run for the cluster; --plugins NAME,... runs only t
 			if nodeVersion != "" {
 				spec.NodeImage = "kindest/node:" + nodeVersion
 			}
-			lb, l, closeLab, err := a.openLab(cmd.Context())
+			lb, l, closeLab, err := a.openLab(cmd.Context(), withPlugins)
 			if err != nil {
 				return err
 			}
@@ -84,7 +84,7 @@ Every enabled plugin's hooks run for the cluster; --plugins NAME,... runs only t
 				return err
 			}
 			defer renderer.Close()
-			c, err := a.clusters(cmd.Context(), lb, nil)
+			c, err := lb.OpenClusters(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -229,12 +229,12 @@ status 2 and deletes nothing.`,
 			if err := checkCanAsk(form, yes, tty != nil); err != nil {
 				return err
 			}
-			lb, _, closeLab, err := a.openLab(cmd.Context())
+			lb, _, closeLab, err := a.openLab(cmd.Context(), withPlugins)
 			if err != nil {
 				return err
 			}
 			defer closeLab()
-			c, err := a.clusters(cmd.Context(), lb, nil)
+			c, err := lb.OpenClusters(cmd.Context())
 			if err != nil {
 				return err
 			}

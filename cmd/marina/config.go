@@ -318,46 +318,33 @@ func askYes(a *app, prompt string) bool {
 	return ans == "" || ans == "y" || ans == "yes"
 }
 
-// validatePlugins checks that every enabled plugin can run and that its
-// config passes the plugin's own validation. It returns warnings (e.g.
-// built-ins this build does not have yet) and an error: the config problems
-// (*config.ValidationError, each located in the file or --set that wrote it)
-// joined with a failure to check a plugin at all.
-func (a *app) validatePlugins(ctx context.Context, l *config.Loaded) ([]string, error) {
-	warnings, problems, err := a.checkPlugins(ctx, l, nil)
-	if len(problems) > 0 {
-		file := ""
-		if l.FileExists {
-			file = l.Path
-		}
-		config.SortProblems(file, problems)
-		err = errors.Join(&config.ValidationError{File: file, Problems: problems}, err)
-	}
-	return warnings, err
+// pluginSet is the enabled plugin set of a config as checked so far.
+type pluginSet struct {
+	// runnable are the enabled plugins that can run (installed, verified).
+	runnable []plugin.Plugin
+	// warnings, e.g. built-ins this build does not have yet.
+	warnings []string
+	// problems are config problems, each located where the user wrote it.
+	problems []config.Problem
+	// failures are what stopped a plugin from being checked at all (a
+	// modified binary, a plugin that does not start).
+	failures []error
 }
 
-// checkPlugins checks every enabled plugin but those in skip: that it is
-// installed and unmodified, its dependencies, and its config, which the
-// plugin validates itself. No plugin process is started when the answers
-// are known: a built-in's check runs in-process (the same sdk code its
-// plugin server runs), and an installed plugin's answer is cached under
-// ~/.marina/cache/validate by binary digest and config bytes. Config
-// problems are returned as problems located through l (the plugin's field
-// "pools[0].name" at the file line or --set that wrote
-// plugins.<name>.config.pools[0].name, or its nearest parent);
-// err is what stopped a plugin from being checked (a modified binary, a
-// plugin that does not start).
-func (a *app) checkPlugins(ctx context.Context, l *config.Loaded, skip map[string]bool) (warnings []string, problems []config.Problem, err error) {
+// checkPluginSet resolves the plugin set of l once and checks every enabled
+// plugin but those in skip without starting any: that it is installed and
+// unmodified, and its dependencies. The error is a usage error when the set
+// cannot be resolved at all.
+func (a *app) checkPluginSet(l *config.Loaded, skip map[string]bool) (*pluginSet, error) {
+	set := &pluginSet{}
 	entries, store, err := a.resolvePlugins(l)
 	if err != nil {
 		if entries == nil {
-			return nil, nil, exitcode.NewUsage(err)
+			return nil, exitcode.NewUsage(err)
 		}
-		problems = append(problems, config.Problem{Path: "plugins", Message: err.Error()}.Bounded())
+		set.problems = append(set.problems, config.Problem{Path: "plugins", Message: err.Error()}.Bounded())
 	}
-	var runnable []plugin.Plugin
 	var missingBuiltins []string
-	var failures []error
 	for _, e := range entries {
 		if !e.Enabled || skip[e.Name] {
 			continue
@@ -373,29 +360,66 @@ func (a *app) checkPlugins(ctx context.Context, l *config.Loaded, skip map[strin
 			if rest, ok := strings.CutPrefix(msg, path+".version: "); ok {
 				path, msg, where = path+".version", rest, l.Locate(path+".version")
 			}
-			problems = append(problems, config.Problem{Path: path, Message: msg, Where: where}.Bounded())
+			set.problems = append(set.problems, config.Problem{Path: path, Message: msg, Where: where}.Bounded())
 			continue
 		}
 		if err := pluginset.Verify(store, []pluginset.Entry{e}); err != nil {
-			failures = append(failures, err)
+			set.failures = append(set.failures, err)
 			continue
 		}
-		runnable = append(runnable, e.Plugin) // a built-in's config is checked in-process (Plugin.Builtin)
+		set.runnable = append(set.runnable, e.Plugin)
 	}
 	if len(missingBuiltins) > 0 {
-		warnings = append(warnings, fmt.Sprintf("built-in plugins not in this marina build yet (they are skipped): %s", strings.Join(missingBuiltins, ", ")))
+		set.warnings = append(set.warnings, fmt.Sprintf("built-in plugins not in this marina build yet (they are skipped): %s", strings.Join(missingBuiltins, ", ")))
 	}
-	if len(runnable) > 0 {
-		d := plugin.NewDispatcher(runnable, a.pluginOptions())
-		defer d.Close()
-		if dir, err := marinaDir(); err == nil {
-			d.CacheValidation(&plugin.ValidateCache{Dir: filepath.Join(dir, "cache", "validate")})
+	return set, nil
+}
+
+// validate has d, a dispatcher of the set's runnable plugins, check each
+// plugin's config, which the plugin validates itself, and adds what they
+// say. No plugin process is started when the answers are known: a
+// built-in's check runs in-process (the same sdk code its plugin server
+// runs), and an installed plugin's answer is cached under
+// ~/.marina/cache/validate by binary digest and config bytes. Problems are
+// located through l (the plugin's field "pools[0].name" at the file line or
+// --set that wrote plugins.<name>.config.pools[0].name, or its nearest
+// parent).
+func (s *pluginSet) validate(ctx context.Context, l *config.Loaded, d *plugin.Dispatcher) {
+	if len(s.runnable) == 0 {
+		return
+	}
+	if dir, err := marinaDir(); err == nil {
+		d.CacheValidation(&plugin.ValidateCache{Dir: filepath.Join(dir, "cache", "validate")})
+	}
+	ps, rest := pluginProblems(l, d.Validate(ctx))
+	s.problems = append(s.problems, ps...)
+	s.failures = append(s.failures, rest...)
+}
+
+// err is the set's problems (*config.ValidationError) joined with its failures.
+func (s *pluginSet) err(l *config.Loaded) error {
+	err := errors.Join(s.failures...)
+	if len(s.problems) > 0 {
+		file := ""
+		if l.FileExists {
+			file = l.Path
 		}
-		ps, rest := pluginProblems(l, d.Validate(ctx))
-		problems = append(problems, ps...)
-		failures = append(failures, rest...)
+		config.SortProblems(file, s.problems)
+		err = errors.Join(&config.ValidationError{File: file, Problems: s.problems}, err)
 	}
-	return warnings, problems, errors.Join(failures...)
+	return err
+}
+
+// checkPlugins is checkPluginSet and validate, with a dispatcher of its own.
+func (a *app) checkPlugins(ctx context.Context, l *config.Loaded, skip map[string]bool) (warnings []string, problems []config.Problem, err error) {
+	set, err := a.checkPluginSet(l, skip)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := plugin.NewDispatcher(set.runnable, a.pluginOptions())
+	defer d.Close()
+	set.validate(ctx, l, d)
+	return set.warnings, set.problems, errors.Join(set.failures...)
 }
 
 // pluginProblems turns what the plugins said about their config and

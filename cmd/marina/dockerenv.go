@@ -12,11 +12,11 @@ import (
 
 // labDockerHost returns the lab's Docker endpoint (the machine must run).
 func (a *app) labDockerHost(cmd *cobra.Command) (string, string, error) {
-	lb, err := a.statusLab()
+	lb, _, _, err := a.openLab(cmd.Context(), readOnly)
 	if err != nil {
 		return "", "", err
 	}
-	st, err := lb.Driver.Status(cmd.Context())
+	st, err := lb.Machine(cmd.Context())
 	if err != nil {
 		return "", "", err
 	}
@@ -106,7 +106,7 @@ func newShellCmd(a *app) *cobra.Command {
 		GroupID: "lab",
 		Short:   "An interactive shell on the machine that runs Docker (the VM), or a command after --",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lb, err := a.statusLab()
+			lb, _, _, err := a.openLab(cmd.Context(), readOnly)
 			if err != nil {
 				return err
 			}

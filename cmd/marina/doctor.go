@@ -32,7 +32,7 @@ Exit status: 0 when no check failed (warnings allowed), 1 when one did, 2 when t
 config is invalid.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lb, err := a.statusLab()
+			lb, _, _, err := a.openLab(cmd.Context(), readOnly)
 			if err != nil {
 				return err
 			}

@@ -28,7 +28,7 @@ machine, and the services keep running.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withLock(cmd.Context(), func() error {
-				lb, _, closeLab, err := a.openLab(cmd.Context())
+				lb, _, closeLab, err := a.openLab(cmd.Context(), withPlugins)
 				if err != nil {
 					return err
 				}
@@ -72,7 +72,7 @@ deleted otherwise, and the exit status is 2).`,
 				}
 			}
 			return a.withLock(cmd.Context(), func() error {
-				lb, _, closeLab, err := a.openLab(cmd.Context())
+				lb, _, closeLab, err := a.openLab(cmd.Context(), withPlugins)
 				if err != nil {
 					return err
 				}
@@ -82,7 +82,7 @@ deleted otherwise, and the exit status is 2).`,
 					return err
 				}
 				// Clusters first (their cleanup hooks need the services).
-				if c, err := a.clusters(cmd.Context(), lb, nil); err == nil {
+				if c, err := lb.OpenClusters(cmd.Context()); err == nil {
 					steps = append([]lifecycle.Step{lb.StepDeleteClusters(c)}, steps...)
 				}
 				if purgeCache {

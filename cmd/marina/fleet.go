@@ -67,7 +67,7 @@ ones. Ends with a summary; exit 1 when a cluster failed.`,
 			if err := usageProblems(errs); err != nil {
 				return err
 			}
-			lb, l, closeLab, err := a.openLab(cmd.Context())
+			lb, l, closeLab, err := a.openLab(cmd.Context(), withPlugins)
 			if err != nil {
 				return err
 			}
@@ -80,7 +80,7 @@ ones. Ends with a summary; exit 1 when a cluster failed.`,
 			if err != nil {
 				return err
 			}
-			c, err := a.clusters(cmd.Context(), lb, nil)
+			c, err := lb.OpenClusters(cmd.Context())
 			if err != nil {
 				if dryRun {
 					// A plan needs the live clusters; without a running lab it

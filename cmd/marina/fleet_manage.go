@@ -111,7 +111,7 @@ ones, clusters of the manifest outside the fleet, members the manifest does not 
 and members whose slot is not the num the manifest pins.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lb, err := a.statusLab()
+			lb, _, _, err := a.openLab(cmd.Context(), readOnly)
 			if err != nil {
 				return err
 			}
@@ -123,7 +123,7 @@ and members whose slot is not the num the manifest pins.`,
 			if err != nil {
 				return err
 			}
-			c, err := a.clusters(cmd.Context(), lb, nil)
+			c, err := lb.OpenClusters(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -287,7 +287,7 @@ nothing deleted). --dry-run prints the order and deletes nothing.`,
 				return exitcode.NewUsage(errors.New("no terminal to confirm on: pass --yes to delete the fleet's clusters; nothing was deleted"))
 			}
 			return a.withLock(cmd.Context(), func() error {
-				lb, _, closeLab, err := a.openLab(cmd.Context())
+				lb, _, closeLab, err := a.openLab(cmd.Context(), withPlugins)
 				if err != nil {
 					return err
 				}
@@ -300,7 +300,7 @@ nothing deleted). --dry-run prints the order and deletes nothing.`,
 				if err != nil {
 					return err
 				}
-				c, err := a.clusters(cmd.Context(), lb, nil)
+				c, err := lb.OpenClusters(cmd.Context())
 				if err != nil {
 					return err
 				}
@@ -371,7 +371,7 @@ delete or recreate it), or one of another fleet (unless --force moves it).`,
 				}
 			}
 			return a.withLock(cmd.Context(), func() error {
-				lb, err := a.statusLab()
+				lb, _, _, err := a.openLab(cmd.Context(), readOnly)
 				if err != nil {
 					return err
 				}
@@ -388,7 +388,7 @@ delete or recreate it), or one of another fleet (unless --force moves it).`,
 						names = append(names, e.Name)
 					}
 				}
-				c, err := a.clusters(cmd.Context(), lb, nil)
+				c, err := lb.OpenClusters(cmd.Context())
 				if err != nil {
 					return err
 				}

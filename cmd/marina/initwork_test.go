@@ -8,7 +8,7 @@ package main
 // `marina version`. Such values are built on first use instead, with
 // sync.OnceValue.
 //
-// The check reads the sources of every marina package in cmd/marina-core's
+// The check reads the sources of every marina package in cmd/marina's
 // import graph (Linux, and macOS with cgo) and fails on
 //   - a package-level var whose initialiser calls a function (type
 //     conversions, len/append/make/new and the cheap constructors in
@@ -80,7 +80,7 @@ type marinaPackage struct {
 	types map[string]bool
 }
 
-// marinaSources lists marina's own packages in cmd/marina-core's graph for a
+// marinaSources lists marina's own packages in cmd/marina's graph for a
 // platform, with their source files (as the build selects them).
 func marinaSources(t *testing.T, goos, goarch, cgo string) []marinaPackage {
 	t.Helper()

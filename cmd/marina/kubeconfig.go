@@ -342,7 +342,7 @@ kubectl reports an x509 error.`,
 			if err != nil {
 				return err
 			}
-			lb, err := a.statusLab()
+			lb, _, _, err := a.openLab(cmd.Context(), readOnly)
 			if err != nil {
 				return err
 			}
@@ -400,7 +400,7 @@ func (a *app) refreshClusters(cmd *cobra.Command, lb *lab.Lab, home, name, serve
 			return &lab.Clusters{Home: home, Target: &target}, nil
 		}
 	}
-	c, err := a.clusters(cmd.Context(), lb, nil)
+	c, err := lb.OpenClusters(cmd.Context())
 	if err != nil && name != "" {
 		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
 			return nil, fmt.Errorf("cluster %q has no kubeconfig at %s, and the lab cannot export it again: %w", name, path, err)

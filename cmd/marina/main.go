@@ -1,9 +1,8 @@
-// Command marina-core is marina: it brings up a Lima VM with Docker and a
-// shared bridge, and runs many kind clusters on it that are reachable from
-// the host by IP and DNS name. Users run it as `marina` (cmd/marina, the
-// front), which answers a few read-only commands itself and replaces itself
-// with marina-core, found beside it, for every other; the built-in plugins
-// and the kind helper are marina-core re-executed.
+// Command marina brings up a Lima VM with Docker and a shared bridge, and
+// runs many kind clusters on it that are reachable from the host by IP and
+// DNS name. It is the one CLI program: every command is answered here; the
+// built-in plugins and the kind helper are marina re-executed, and the Lima
+// engine is marina-lima (cmd/marina-lima), found beside it.
 package main
 
 import (
@@ -25,7 +24,7 @@ import (
 )
 
 func main() {
-	// Built-in plugins: marina-core re-executed as `marina-core plugin-server NAME`.
+	// Built-in plugins: marina re-executed as `marina plugin-server NAME`.
 	// Served before any signal handling so the plugin behaves like any
 	// third-party plugin binary (SIGTERM ends it).
 	if len(os.Args) == 3 && os.Args[1] == pluginset.ServeArg {

@@ -1,22 +1,17 @@
-// Package pluginlist is `marina plugin list`'s rows and table, shared by
-// marina-core and the front (cmd/marina), which lists a lab whose plugins
-// are all built in by itself; the built-in plugins' descriptions as this
-// build has them (builtins.go, kept equal to the plugins' own by
-// cmd/marina-core's TestBuiltinTable); and the check of the dependencies
-// among a plugin set that needs no plugin started. Light: the front links it.
 package main
 
 import (
 	"errors"
 	"fmt"
-	"github.com/bcollard/marina/core/pluginset"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+
+	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/core/termsafe"
 )
 

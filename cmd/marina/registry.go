@@ -6,8 +6,6 @@ import (
 
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
-
-	"github.com/bcollard/marina/core/lab"
 )
 
 func newRegistryCmd(a *app) *cobra.Command {
@@ -20,21 +18,6 @@ func newRegistryCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// statusLab builds a Lab for read-only commands (no plugins started).
-func (a *app) statusLab() (*lab.Lab, error) {
-	l, err := a.loadConfig()
-	if err != nil {
-		return nil, err
-	}
-	drv, err := newDriver(l.Config)
-	if err != nil {
-		return nil, err
-	}
-	lb := &lab.Lab{Config: l.Config, Driver: drv}
-	a.hostFacts(lb)
-	return lb, nil
-}
-
 func newRegistryListCmd(a *app) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -43,7 +26,7 @@ func newRegistryListCmd(a *app) *cobra.Command {
 		Short:   "List the registry mirrors: name, port, upstream, status, cache size",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lb, err := a.statusLab()
+			lb, _, _, err := a.openLab(cmd.Context(), readOnly)
 			if err != nil {
 				return err
 			}
@@ -81,7 +64,7 @@ func newRegistryCleanCmd(a *app) *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withLock(cmd.Context(), func() error {
-				lb, err := a.statusLab()
+				lb, _, _, err := a.openLab(cmd.Context(), readOnly)
 				if err != nil {
 					return err
 				}

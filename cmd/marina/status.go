@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/vm"
@@ -32,7 +33,7 @@ marina doctor for a pass/fail check.`,
 
 // status is `marina status -o output`.
 func (a *app) status(cmd *cobra.Command, output string) error {
-	lb, err := a.statusLab()
+	lb, _, _, err := a.openLab(cmd.Context(), readOnly)
 	if err != nil {
 		return err
 	}
@@ -42,7 +43,7 @@ func (a *app) status(cmd *cobra.Command, output string) error {
 	}
 	v := lab.View{Status: st, Clusters: []lab.ClusterInfo{}}
 	if st.Machine.State == vm.Running {
-		if c, err := a.clusters(cmd.Context(), lb, nil); err == nil {
+		if c, err := lb.OpenClusters(cmd.Context()); err == nil {
 			if list, err := lb.ListClusters(cmd.Context(), c); err == nil {
 				v.Clusters = list
 			}

@@ -5,118 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/bcollard/marina/core/buildinfo"
-	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
-	"github.com/bcollard/marina/core/hookenv"
-	"github.com/bcollard/marina/core/kubeconfig"
-	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/lifecycle"
-	"github.com/bcollard/marina/core/plugin"
-	"github.com/bcollard/marina/core/vm"
-	"github.com/bcollard/marina/core/vm/hostvm"
 	"github.com/bcollard/marina/core/vm/lima"
 )
-
-// marinaDir returns ~/.marina (the lab's state, logs, plugins and caches).
-func marinaDir() (string, error) {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("home directory: %w", err)
-	}
-	return filepath.Join(home, ".marina"), nil
-}
-
-// newDriver returns the machine driver the config selects.
-func newDriver(cfg *config.Config) (vm.Driver, error) {
-	name, err := vm.Resolve(cfg.VM.Driver)
-	if err != nil {
-		return nil, exitcode.NewUsage(err)
-	}
-	switch name {
-	case "host":
-		return &hostvm.Host{VMName: cfg.VM.Name}, nil
-	default:
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return nil, err
-		}
-		return lima.New(cfg, home), nil
-	}
-}
-
-// openLab loads the config, checks every enabled plugin (config included)
-// before anything changes, and returns the lab with its plugin dispatcher.
-// The caller closes the returned dispatcher.
-func (a *app) openLab(ctx context.Context) (*lab.Lab, *config.Loaded, func(), error) {
-	l, err := a.loadConfig()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	warnings, err := a.validatePlugins(ctx, l)
-	for _, w := range warnings {
-		fmt.Fprintf(a.err, "Warning: %s\n", w)
-	}
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	drv, err := newDriver(l.Config)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	entries, _, err := a.resolvePlugins(l)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	var runnable []plugin.Plugin
-	for _, e := range entries {
-		if e.Enabled && e.Problem == "" {
-			runnable = append(runnable, e.Plugin)
-		}
-	}
-	dir, err := marinaDir()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	opts := a.pluginOptions()
-	opts.StateRoot = filepath.Join(dir, "state", "plugins")
-	d := plugin.NewDispatcher(runnable, opts)
-	lb := &lab.Lab{
-		Config:  l.Config,
-		Driver:  drv,
-		Plugins: d,
-		Runtime: hookenv.Runtime{
-			HostVersion:      buildinfo.Get().Version,
-			RegistryCacheDir: filepath.Join(dir, "registry-cache"),
-		},
-		RunID: strconv.FormatInt(time.Now().UnixNano(), 36),
-	}
-	lb.Host = newHostApplier(a, drv)
-	a.hostFacts(lb)
-	return lb, l, func() {
-		if err := d.Close(); err != nil {
-			a.log.Warn("stopping plugins", "err", err)
-		}
-	}, nil
-}
-
-// hostFacts fills in what the lab needs to know about this machine: the
-// route (lima), the kubeconfigs, the OS for resolver checks.
-func (a *app) hostFacts(lb *lab.Lab) {
-	lb.Route = newRoute(a, lb.Config, lb.Driver)
-	if home, err := os.UserHomeDir(); err == nil {
-		target := kubeconfig.DefaultTarget(home)
-		lb.KubeconfigDir, lb.Target = filepath.Join(home, ".kube", "marina"), &target
-	}
-	lb.HostOS = hostOS()
-}
 
 // pipelineFlags are the flags of every state-changing pipeline command.
 type pipelineFlags struct {
@@ -182,7 +78,7 @@ how to apply the change later; --restart restarts it without asking.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withLock(cmd.Context(), func() error {
-				lb, _, closeLab, err := a.openLab(cmd.Context())
+				lb, _, closeLab, err := a.openLab(cmd.Context(), withPlugins)
 				if err != nil {
 					return err
 				}

@@ -6,7 +6,7 @@ package main
 // version` (the cost of starting marina at all) measured in the same run.
 // Goal: config validate in at most 100 ms, reported, never asserted. Run:
 //
-//	go test -run '^$' -bench ConfigValidate ./cmd/marina-core
+//	go test -run '^$' -bench ConfigValidate ./cmd/marina
 
 import (
 	"fmt"

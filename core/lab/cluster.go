@@ -29,11 +29,13 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/bcollard/marina/core/atomicfile"
+	"github.com/bcollard/marina/core/docker"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lifecycle"
 	"github.com/bcollard/marina/core/lock"
 	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/core/vm"
 	"github.com/bcollard/marina/sdk"
 	"github.com/bcollard/marina/sdk/kube"
 )
@@ -96,6 +98,51 @@ type Clusters struct {
 	// the cluster is deleted anyway. Without it the delete stops before
 	// anything is removed, so the hook can be fixed and the delete rerun.
 	ForceDelete bool
+}
+
+// NodeFilesDir is where plugins' node files live on the Docker host (kept
+// across reboots; not /tmp).
+const NodeFilesDir = "/var/lib/marina/nodefiles"
+
+// OpenClusters returns what cluster operations need, for the lab's machine,
+// which must run: its status is read and recorded (Machine), so the
+// cluster hooks get its DockerHost and driver.
+func (l *Lab) OpenClusters(ctx context.Context) (*Clusters, error) {
+	st, err := l.Machine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st.State != vm.Running {
+		return nil, fmt.Errorf("the lab's machine is %s: run marina up first", st.State)
+	}
+	network := l.Config.Network.Name
+	withDocker := func(ctx context.Context, f func(*docker.Client) error) error {
+		dc, err := docker.Open(ctx, st.DockerHost)
+		if err != nil {
+			return err
+		}
+		defer dc.Close()
+		return f(dc)
+	}
+	c := &Clusters{
+		Provider: &kind.KindProvider{Executable: l.KindHelper, DockerHost: st.DockerHost, Network: network},
+		Slots: func(ctx context.Context) (slots map[string]int, err error) {
+			err = withDocker(ctx, func(dc *docker.Client) error { slots, err = dc.ClusterSlots(ctx, network); return err })
+			return slots, err
+		},
+		BusyPorts: func(ctx context.Context) (busy map[int]string, err error) {
+			err = withDocker(ctx, func(dc *docker.Client) error { busy, err = dc.APIPortHolders(ctx, network); return err })
+			return busy, err
+		},
+		StateDir:     l.StateDir,
+		Home:         l.Home,
+		Target:       l.Target,
+		NodeFilesDir: NodeFilesDir,
+	}
+	if l.Driver.Name() == "lima" {
+		c.APIServerAddress = st.GuestIP
+	}
+	return c, nil
 }
 
 // clusterRun carries one create's state from step to step.

@@ -76,6 +76,15 @@ type Lab struct {
 	HostOS string
 	// RunID identifies this run in plugin logs.
 	RunID string
+	// StateDir is marina's state directory (~/.marina/state: slot
+	// reservations, plugin state) and Home the user's home directory
+	// (kubeconfig files under ~/.kube/marina), for cluster operations.
+	StateDir string
+	Home     string
+	// KindHelper names a program that speaks marina's kind-helper protocol
+	// (core/kind.ServeHelperWith) to run instead of marina's own kind
+	// helper; "" runs kind's library in a child process of marina.
+	KindHelper string
 	// PlanPlugins makes the PostUp step's plan say, per plugin, whether
 	// its recorded result would be reused or the plugin run (`up
 	// --dry-run`); a real run does not pay for that look.
@@ -115,6 +124,18 @@ func (l *Lab) UpSteps() []lifecycle.Step {
 	return append(steps, l.stepPostUp(), l.stepHostChanges())
 }
 
+// Machine reads the machine's status and records it in the lab: every hook
+// that runs after it, of any command, gets the machine's DockerHost and
+// driver in its environment. It is the one place the lab reads its machine.
+func (l *Lab) Machine(ctx context.Context) (vm.Status, error) {
+	st, err := l.Driver.Status(ctx)
+	if err != nil {
+		return st, err
+	}
+	l.setStatus(st)
+	return st, nil
+}
+
 func (l *Lab) setStatus(st vm.Status) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -146,11 +167,10 @@ func (l *Lab) stepMachine() lifecycle.Step {
 	}
 	return lifecycle.NewStep(name,
 		func(ctx context.Context) ([]lifecycle.Change, error) {
-			st, err := l.Driver.Status(ctx)
+			st, err := l.Machine(ctx)
 			if err != nil {
 				return nil, err
 			}
-			l.setStatus(st)
 			var resize string
 			var restart bool
 			if rs, ok := l.Driver.(resizer); ok && st.State != vm.Absent {
@@ -456,11 +476,10 @@ const (
 // Status inspects the lab without changing anything. Services are the
 // marina containers attached to the lab's bridge network.
 func (l *Lab) Status(ctx context.Context) (*Status, error) {
-	st, err := l.Driver.Status(ctx)
+	st, err := l.Machine(ctx)
 	if err != nil {
 		return nil, err
 	}
-	l.setStatus(st)
 	out := &Status{Machine: st, Services: []ServiceStatus{}}
 	spec, err := Bridge(l.Config)
 	if err != nil {
@@ -518,11 +537,10 @@ func (l *Lab) stepHook(name string, hook sdk.Hook) lifecycle.Step {
 // machineRunning reads the machine's status; hooks of down and destroy
 // only run when it is up.
 func (l *Lab) machineRunning(ctx context.Context) (bool, error) {
-	st, err := l.Driver.Status(ctx)
+	st, err := l.Machine(ctx)
 	if err != nil {
 		return false, err
 	}
-	l.setStatus(st)
 	return st.State == vm.Running, nil
 }
 

@@ -121,14 +121,13 @@ func (l *Lab) CleanCache(ctx context.Context, name string) ([]string, error) {
 
 // dockerClient connects to the running machine's Docker engine.
 func (l *Lab) dockerClient(ctx context.Context) (*docker.Client, error) {
-	st, err := l.Driver.Status(ctx)
+	st, err := l.Machine(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if st.State != vm.Running {
 		return nil, errors.New("the lab is not running: run marina up")
 	}
-	l.setStatus(st)
 	return docker.Open(ctx, st.DockerHost)
 }
 
