@@ -213,7 +213,7 @@ docs:
 
 ## bench: benchmarks (ratios against a baseline measured in the same run), then
 ## the figures that have a goal as one table (test/bench/summary.sh; issue 14's
-## start-up figures: docs/design.md "Start-up figures"). Reported, never asserted.
+## start-up figures: docs/bench.md). Reported, never asserted.
 ## One package at a time (-p 1): two packages' benchmarks would load each other
 bench:
 	out=$$(mktemp); trap 'rm -f "$$out"' EXIT; set -o pipefail; \
