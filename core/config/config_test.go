@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,9 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite docs/config.md from the schema")
+	"github.com/bcollard/marina/test/golden"
+)
 
 // load runs Load against testdata or a temp file, isolated from the caller's
 // environment and home.
@@ -352,20 +351,7 @@ func TestViewRedactsAndAnnotates(t *testing.T) {
 // TestReferenceUpToDate fails when docs/config.md is stale; `make docs` (go test -run
 // TestReferenceUpToDate -update) rewrites it.
 func TestReferenceUpToDate(t *testing.T) {
-	path := filepath.Join("..", "..", "docs", "config.md")
-	want := Reference()
-	if *update {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v; run `make docs`", err)
-	}
-	if string(got) != want {
-		t.Fatal("docs/config.md is stale; run `make docs` and commit it")
-	}
+	golden.Check(t, "../../docs/config.md", []byte(Reference()))
 }
 
 func TestSetPluginEnabledKeepsCommentsAndValidates(t *testing.T) {

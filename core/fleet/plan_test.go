@@ -3,15 +3,14 @@ package fleet
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/plan")
+	"github.com/bcollard/marina/test/golden"
+)
 
 func loadFleet(t testing.TB, name string) *Fleet {
 	t.Helper()
@@ -81,19 +80,7 @@ func TestPlanGolden(t *testing.T) {
 			if err := p.Table(&buf); err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("testdata", "plan", tt.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -run TestPlanGolden -update to create it)", err)
-			}
-			if buf.String() != string(want) {
-				t.Errorf("plan table differs from %s (-update rewrites it):\n--- got\n%s--- want\n%s", golden, buf.String(), want)
-			}
+			golden.Check(t, "testdata/plan/"+tt.name+".golden", buf.Bytes())
 		})
 	}
 }

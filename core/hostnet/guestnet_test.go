@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bcollard/marina/test/golden"
 )
 
 var spec = GuestNetSpec{BridgeCIDR: "172.30.0.0/16"}
@@ -33,7 +35,7 @@ func TestGuestFilesGolden(t *testing.T) {
 	for _, f := range files {
 		fmt.Fprintf(&all, "===== %s (mode %s)\n%s", f.Path, f.Mode, f.Content)
 	}
-	golden(t, "guest-files.golden", all.Bytes())
+	golden.Check(t, "testdata/guest-files.golden", all.Bytes())
 	// One owner per guest file: /etc/sysctl.d/99-marina.conf belongs to the
 	// VM's provisioning (core/vm/lima), which writes every marina sysctl.
 	for _, f := range files {

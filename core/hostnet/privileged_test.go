@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bcollard/marina/test/golden"
 )
 
 func TestQuote(t *testing.T) {
@@ -178,7 +180,7 @@ func TestNeedPrivilegeErrorGolden(t *testing.T) {
 	if !errors.As(err, &np) || len(np.Commands) != 3 || np.Reason != "resolve demo.internal through 172.30.255.53" {
 		t.Fatalf("err = %#v", err)
 	}
-	golden(t, "need-privilege.golden", []byte(err.Error()+"\n"))
+	golden.Check(t, "testdata/need-privilege.golden", []byte(err.Error()+"\n"))
 }
 
 // TestPrivilegedReal runs real processes: as root (no sudo) a command with

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/test/golden"
 )
 
 var demo = sdk.ResolverChange{Domain: "demo.internal", Nameservers: []string{"172.30.255.53"}}
@@ -51,7 +52,7 @@ func TestResolverDarwin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "resolver-demo.internal.golden", got)
+	golden.Check(t, "testdata/resolver-demo.internal.golden", got)
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o644 {
 		t.Errorf("mode %v, want 0644", fi.Mode().Perm())
 	}
@@ -235,7 +236,7 @@ func TestResolverLinuxManual(t *testing.T) {
 				t.Fatalf("ran %q", got)
 			}
 			text := res.Manual.String()
-			golden(t, "resolver-linux-manual.golden", []byte(text))
+			golden.Check(t, "testdata/resolver-linux-manual.golden", []byte(text))
 			if strings.Contains(text, "resolv.conf\n") || strings.Contains(text, "> /etc/resolv.conf") {
 				t.Errorf("instructions touch /etc/resolv.conf:\n%s", text)
 			}
@@ -243,7 +244,7 @@ func TestResolverLinuxManual(t *testing.T) {
 			if err != nil || rm.Manual == nil {
 				t.Fatal(rm, err)
 			}
-			golden(t, "resolver-linux-manual-remove.golden", []byte(rm.Manual.String()))
+			golden.Check(t, "testdata/resolver-linux-manual-remove.golden", []byte(rm.Manual.String()))
 
 			st, err := r.Check(ctx, demo)
 			if err != nil || st.InPlace || st.Method != MethodManual {

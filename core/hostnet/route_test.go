@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bcollard/marina/test/golden"
 )
 
 const (
@@ -159,7 +161,7 @@ func TestRouteEnsureAnnouncement(t *testing.T) {
 	if _, err := r.Ensure(context.Background(), vmIP); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "route-ensure-darwin.golden", out.Bytes())
+	golden.Check(t, "testdata/route-ensure-darwin.golden", out.Bytes())
 }
 
 func TestRouteRefusals(t *testing.T) {

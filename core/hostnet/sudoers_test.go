@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bcollard/marina/test/golden"
 )
 
 func mustSudoers(t *testing.T, spec SudoersSpec) []byte {
@@ -22,8 +24,8 @@ func mustSudoers(t *testing.T, spec SudoersSpec) []byte {
 
 // TestSudoersGolden pins the drop-in byte for byte (update with -update).
 func TestSudoersGolden(t *testing.T) {
-	golden(t, "sudoers/user.golden", mustSudoers(t, SudoersSpec{CIDR: "172.30.0.0/16", User: "alice"}))
-	golden(t, "sudoers/group.golden", mustSudoers(t, SudoersSpec{CIDR: "10.99.0.0/16", Group: "admin"}))
+	golden.Check(t, "testdata/sudoers/user.golden", mustSudoers(t, SudoersSpec{CIDR: "172.30.0.0/16", User: "alice"}))
+	golden.Check(t, "testdata/sudoers/group.golden", mustSudoers(t, SudoersSpec{CIDR: "10.99.0.0/16", Group: "admin"}))
 }
 
 // TestDarwinRouteCommandsAreWhatRouteRuns: every command Route plans on

@@ -2,11 +2,8 @@ package kind
 
 import (
 	"bytes"
-	"flag"
 	"maps"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,9 +12,8 @@ import (
 
 	"github.com/bcollard/marina/core/slot"
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 var bridge = netip.MustParsePrefix("172.30.0.0/16")
 
@@ -125,7 +121,7 @@ func TestRenderGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, filepath.Join("testdata", tt.name+".yaml"), got)
+			golden.Check(t, "testdata/"+tt.name+".yaml", got)
 
 			// What kind reads back is what was rendered (strict decoding,
 			// as kind's loader does).
@@ -143,23 +139,6 @@ func TestRenderGolden(t *testing.T) {
 				t.Errorf("YAML does not round-trip through kind's types:\n%s\nvs\n%s", got, again)
 			}
 		})
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+	"github.com/bcollard/marina/test/golden"
+)
 
 // devServer is the address the test cluster "dev" is exported with.
 const devServer = "https://192.168.105.3:7001"
@@ -36,25 +35,6 @@ func clusterConfig(t testing.TB, name string) *clientcmdapi.Config {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-// golden compares got with testdata/golden/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
 }
 
 // parse loads a kubeconfig file as kubectl would; a missing file is an
@@ -184,7 +164,7 @@ func TestPerClusterFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "dev.kubeconfig", data)
+	golden.Check(t, "testdata/golden/dev.kubeconfig", data)
 	for p, want := range map[string]os.FileMode{path: 0o600, dir: 0o700} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %v (%v), want %v", p, fi.Mode().Perm(), err, want)
@@ -378,7 +358,7 @@ func TestCorpusMergeRemove(t *testing.T) {
 				t.Fatal(err)
 			}
 			merged := readOrNil(t, path)
-			golden(t, tc.name+".merge.yaml", merged)
+			golden.Check(t, "testdata/golden/"+tc.name+".merge.yaml", merged)
 			if len(rep.Written) != 1 || rep.Written[0] != path {
 				t.Errorf("Written = %v", rep.Written)
 			}
@@ -431,7 +411,7 @@ func TestCorpusMergeRemove(t *testing.T) {
 			}
 			sameConfig(t, "remove(merge(x)) vs remove(x)", parse(t, path), parse(t, direct))
 			if tc.hasDev {
-				golden(t, tc.name+".remove.yaml", readOrNil(t, direct))
+				golden.Check(t, "testdata/golden/"+tc.name+".remove.yaml", readOrNil(t, direct))
 			} else {
 				// Nothing of marina's: remove(x) is x, byte for byte.
 				if len(rep.Written) != 0 || !bytes.Equal(readOrNil(t, direct), orig) {
@@ -446,7 +426,7 @@ func TestCorpusMergeRemove(t *testing.T) {
 			if _, err := Merge(ctx, NewTarget(path), dev, "dev", MergeOptions{SetCurrent: true}); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tc.name+".use.yaml", readOrNil(t, path))
+			golden.Check(t, "testdata/golden/"+tc.name+".use.yaml", readOrNil(t, path))
 			if c := parse(t, path).CurrentContext; c != "dev" {
 				t.Errorf("current-context %q after use", c)
 			}
@@ -477,7 +457,7 @@ func testConflict(t *testing.T, name string, dev *clientcmdapi.Config) {
 	if !errors.As(err, &ce) || len(ce.Entries) != 3 {
 		t.Fatalf("err = %v, want *ConflictError on context, cluster and user", err)
 	}
-	golden(t, name+".merge-error.txt", []byte(strings.ReplaceAll(err.Error(), filepath.Dir(path), "$DIR")+"\n"))
+	golden.Check(t, "testdata/golden/"+name+".merge-error.txt", []byte(strings.ReplaceAll(err.Error(), filepath.Dir(path), "$DIR")+"\n"))
 	if !bytes.Equal(readOrNil(t, path), orig) {
 		t.Error("a refused merge changed the file")
 	}

@@ -6,19 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+	"github.com/bcollard/marina/test/golden"
+)
 
 // fakeClock advances by tick on every call, so event times and durations
 // are fixed regardless of how fast the test machine is.
@@ -108,28 +106,8 @@ func TestPlainRendererGolden(t *testing.T) {
 			if strings.Contains(out.String(), "\x1b") {
 				t.Error("plain output contains an ANSI escape")
 			}
-			compareGolden(t, tt.golden, out.String())
+			golden.Check(t, "testdata/"+tt.golden, out.Bytes())
 		})
-	}
-}
-
-func compareGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./core/lifecycle -run %s -update to create it)", err, t.Name())
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (re-run with -update if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
 

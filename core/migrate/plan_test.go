@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,9 +16,8 @@ import (
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/userfile"
+	"github.com/bcollard/marina/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // scenario builds one klimax installation in home.
 type scenario struct {
@@ -65,24 +63,6 @@ func normalize(s, home string) string {
 
 var pidRE = regexp.MustCompile(`process \d+`)
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./core/migrate -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test ./core/migrate -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
-
 // TestPlanGolden renders the plan of every scenario as the table and the
 // config file marina would write, and checks that this file loads through
 // core/config as exactly the plan's config.
@@ -103,8 +83,8 @@ func TestPlanGolden(t *testing.T) {
 			if err := p.WriteTable(&b); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, sc.name+".txt", []byte(normalize(b.String(), home)))
-			golden(t, sc.name+".config.yaml", []byte(normalize(string(p.ConfigYAML()), home)))
+			golden.Check(t, "testdata/golden/"+sc.name+".txt", []byte(normalize(b.String(), home)))
+			golden.Check(t, "testdata/golden/"+sc.name+".config.yaml", []byte(normalize(string(p.ConfigYAML()), home)))
 
 			// The file marina will read is the plan's config, and valid.
 			path := filepath.Join(t.TempDir(), "config.yaml")

@@ -2,20 +2,17 @@ package externaldns
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bcollard/marina/test/golden"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/bcollard/marina/sdk"
 	"github.com/bcollard/marina/sdk/plugintest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 // request builds the Request a hook would get: the plugintest default
 // environment and cluster, edited.
@@ -85,19 +82,7 @@ func TestRenderGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := renderYAML(t, render(p))
-			path := filepath.Join("testdata", tt.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -run TestRenderGolden -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("rendered objects differ from %s (rerun with -update if the change is intended)\ngot:\n%s", path, got)
-			}
+			golden.Check(t, "testdata/"+tt.name+".golden", got)
 		})
 	}
 }

@@ -2,9 +2,7 @@ package localdns
 
 import (
 	"errors"
-	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -14,28 +12,8 @@ import (
 	"github.com/bcollard/marina/sdk"
 	"github.com/bcollard/marina/sdk/container"
 	"github.com/bcollard/marina/sdk/plugintest"
+	"github.com/bcollard/marina/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 // TestCorefileGolden renders the CoreDNS configuration for the default lab
 // and for the options that change it.
@@ -56,7 +34,7 @@ func TestCorefileGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tt.golden, got)
+			golden.Check(t, "testdata/"+tt.golden, got)
 			// Never an open resolver: one server block, for the zone only.
 			if strings.Contains(string(got), "\n.:") || strings.Contains(string(got), "forward") {
 				t.Errorf("Corefile has a catch-all block or forwards:\n%s", got)

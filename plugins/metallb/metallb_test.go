@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,28 +18,8 @@ import (
 	"github.com/bcollard/marina/sdk"
 	"github.com/bcollard/marina/sdk/kube"
 	"github.com/bcollard/marina/sdk/plugintest"
+	"github.com/bcollard/marina/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
-
-// golden compares got with testdata/name (or rewrites it with -update).
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("rendered objects differ from %s (rerun with -update if the change is intended)\ngot:\n%s", path, got)
-	}
-}
 
 func renderYAML(t *testing.T, objs ...*unstructured.Unstructured) []byte {
 	t.Helper()
@@ -153,7 +132,7 @@ func TestWorkloadsGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "workloads-"+tc.name+".golden", renderYAML(t, workloads(t, objs)...))
+			golden.Check(t, "testdata/workloads-"+tc.name+".golden", renderYAML(t, workloads(t, objs)...))
 		})
 	}
 }
@@ -242,7 +221,7 @@ func TestPoolGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "pool-"+tt.name+".golden", renderYAML(t, objs...))
+			golden.Check(t, "testdata/pool-"+tt.name+".golden", renderYAML(t, objs...))
 		})
 	}
 }

@@ -2,10 +2,7 @@ package registries
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,9 +11,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // defaultMirrors are the mirrors marina's config defaults to.
 func defaultMirrors() []sdk.Mirror {
@@ -26,25 +22,6 @@ func defaultMirrors() []sdk.Mirror {
 		{Name: "registry-gcrio", Port: 5020, RemoteURL: "https://gcr.io"},
 		{Name: "registry-us-docker-pkgdev", Port: 5040, RemoteURL: "https://us-docker.pkg.dev"},
 		{Name: "registry-us-central1-docker-pkgdev", Port: 5050, RemoteURL: "https://us-central1-docker.pkg.dev"},
-	}
-}
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the golden file (go test -run %s -update rewrites it)\n--- got\n%s\n--- want\n%s", p, t.Name(), got, want)
 	}
 }
 
@@ -125,7 +102,7 @@ func TestKindContributionGolden(t *testing.T) {
 					t.Errorf("%s holds the mirror's password", f.Path)
 				}
 			}
-			golden(t, tt.name, renderContribution(kc))
+			golden.Check(t, "testdata/"+tt.name, renderContribution(kc))
 		})
 	}
 	if kc, err := kindContribution(nil); err != nil || kc != nil {
@@ -206,7 +183,7 @@ func TestRegistryConfigGolden(t *testing.T) {
 				got.Storage.Filesystem.RootDirectory != "/var/lib/registry" || fmt.Sprint(got.Proxy) != fmt.Sprint(want) {
 				t.Fatalf("config decodes to %+v, want proxy %v\n%s", got, want, b)
 			}
-			golden(t, tt.golden, b)
+			golden.Check(t, "testdata/"+tt.golden, b)
 		})
 	}
 }

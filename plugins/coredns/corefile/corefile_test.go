@@ -3,16 +3,15 @@ package corefile
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+	"github.com/bcollard/marina/test/golden"
+)
 
 // defaultForwards is what marina forwards with the default config plus one
 // custom domain: the local zone and example.dev.
@@ -65,7 +64,7 @@ func TestEditGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Edit: %v", err)
 			}
-			golden(t, filepath.Join("testdata", "golden", tc.name+".Corefile"), out)
+			golden.Check(t, "testdata/golden/"+tc.name+".Corefile", out)
 			checkEdit(t, in, out, forwards, opt)
 		})
 	}
@@ -404,26 +403,6 @@ func readInput(t testing.TB, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it):\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
 }
 
 // TestEditStrayMarker checks the shapes where a marker comment must not
