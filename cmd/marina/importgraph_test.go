@@ -66,21 +66,15 @@ var forbidden = []forbiddenImport{
 	{pkg: "github.com/bcollard/marina/sdk/kubetest", reason: "the real-API-server test fixture never ships"},
 	{pkg: "github.com/bcollard/marina/sdk/dockertest", reason: "the Docker test fixture never ships"},
 
-	// Lima's VM-running packages (issue 14's measurement: ~92 ms of the
-	// ~119 ms of init per command was gopacket/layers, via usernet) live in
-	// marina-lima, marina's Lima engine (core/vm/lima/limaengine); marina
-	// itself keeps only Lima's types and its status reading. client-go's
-	// scheme is out too: marina talks to clusters through the dynamic
-	// client (sdk/kube's NewTyped and discovery REST mapper).
+	// Lima lives in marina-lima, marina's Lima engine (core/vm/lima and
+	// core/vm/lima/limaengine): its VM drivers' user-mode networking alone
+	// (gopacket/layers via usernet) cost ~92 ms of init per command.
+	// client-go's scheme is out too: marina talks to clusters through the
+	// dynamic client (sdk/kube's NewTyped and discovery REST mapper).
 	{pkg: "github.com/google/gopacket/...", reason: "~92 ms of package init (gopacket/layers) on every marina command; via Lima's usernet (gvisor-tap-vsock)"},
 	{pkg: "github.com/containers/gvisor-tap-vsock/...", reason: "Lima's user-mode network (usernet): a VM-side concern: marina-lima only; pulls gvisor and gopacket"},
 	{pkg: "gvisor.dev/gvisor/...", reason: "gVisor's network stack, via gvisor-tap-vsock"},
-	{pkg: "github.com/lima-vm/...", reason: "Lima lives in marina-lima: marina asks it (its request protocol) for everything about a Lima VM", pending: true},
-	{pkg: "github.com/lima-vm/lima/v2/pkg/networks/usernet", reason: "Lima's user-mode network; marina-lima only"},
-	{pkg: "github.com/lima-vm/lima/v2/pkg/instance", reason: "starts and stops Lima VMs: marina-lima only"},
-	{pkg: "github.com/lima-vm/lima/v2/pkg/driver/qemu", reason: "Lima's qemu driver: marina-lima only"},
-	{pkg: "github.com/lima-vm/lima/v2/pkg/driver/vz", reason: "Lima's vz driver (macOS, cgo): marina-lima only"},
-	{pkg: "github.com/lima-vm/lima/v2/pkg/hostagent", reason: "Lima's host agent (runs the VM): marina-lima only"},
+	{pkg: "github.com/lima-vm/...", reason: "Lima lives in marina-lima: marina asks it (the engine protocol, core/vm/limavm) for everything about a Lima VM"},
 	{pkg: "k8s.io/client-go/kubernetes/scheme", reason: "~27 ms of package init (every API group's types registered) on every marina command; use the dynamic client with kube.NewTyped (sdk/kube)"},
 	{pkg: "k8s.io/client-go/kubernetes", reason: "client-go's typed clientset: it imports kubernetes/scheme; use the dynamic client with kube.NewTyped (sdk/kube)"},
 	{pkg: "k8s.io/client-go/discovery", reason: "imports kubernetes/scheme (also via restmapper and applyconfigurations/*); sdk/kube has its own discovery REST mapper"},

@@ -17,7 +17,7 @@ import (
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/vm"
 	"github.com/bcollard/marina/core/vm/hostvm"
-	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // KindHelperEnv names a program that speaks marina's kind-helper protocol
@@ -46,7 +46,7 @@ func newDriver(cfg *config.Config, home string) (vm.Driver, error) {
 	case "host":
 		return &hostvm.Host{VMName: cfg.VM.Name}, nil
 	default:
-		return lima.New(cfg, home), nil
+		return limavm.New(cfg, home), nil
 	}
 }
 

@@ -14,13 +14,8 @@ import (
 
 	"github.com/bcollard/marina/core/exitcode"
 
-	// Before Lima's packages initialize: they panic without $HOME.
-	_ "github.com/bcollard/marina/core/homeenv"
 	"github.com/bcollard/marina/core/kind"
 	"github.com/bcollard/marina/core/pluginset"
-
-	// No GC cycle while marina starts (see the package).
-	_ "github.com/bcollard/marina/core/startgc"
 )
 
 func main() {

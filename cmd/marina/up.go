@@ -11,7 +11,7 @@ import (
 
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/lifecycle"
-	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // pipelineFlags are the flags of every state-changing pipeline command.
@@ -92,8 +92,8 @@ how to apply the change later; --restart restarts it without asking.`,
 				// --dry-run says which plugins would run and which recorded
 				// results would be reused.
 				lb.PlanPlugins = f.dryRun
-				var waiting lima.Resize
-				if ld, ok := lb.Driver.(*lima.Driver); ok {
+				var waiting limavm.Resize
+				if ld, ok := lb.Driver.(*limavm.Driver); ok {
 					// Asked before the pipeline, whose live output a question
 					// would break. A smaller vm.disk (an error here) is
 					// reported by the machine step.
@@ -107,7 +107,7 @@ how to apply the change later; --restart restarts it without asking.`,
 				}
 				if !waiting.Empty() && f.output != "json" {
 					if f.dryRun {
-						fmt.Fprintf(a.out, "\nThe VM %s runs: `marina up` would ask to restart it to apply %s (%s restarts it without asking).\n", lb.Config.VM.Name, waiting, lima.RestartCommand)
+						fmt.Fprintf(a.out, "\nThe VM %s runs: `marina up` would ask to restart it to apply %s (%s restarts it without asking).\n", lb.Config.VM.Name, waiting, limavm.RestartCommand)
 					} else {
 						fmt.Fprintf(a.out, "\nNot applied: %s.\n", waiting.Note(lb.Config.VM.Name))
 					}
@@ -137,15 +137,15 @@ how to apply the change later; --restart restarts it without asking.`,
 // apply r (a changed size): yes with --restart (flag), else when the user
 // answers yes on the terminal (in nil: no terminal, so no). A dry run asks
 // nothing. waiting is the change left for later, for up to report.
-func restartDecision(r lima.Resize, flag, dryRun bool, in *bufio.Reader, w io.Writer, vmName string) (restart bool, waiting lima.Resize) {
+func restartDecision(r limavm.Resize, flag, dryRun bool, in *bufio.Reader, w io.Writer, vmName string) (restart bool, waiting limavm.Resize) {
 	if r.Empty() || !r.Running {
-		return flag, lima.Resize{}
+		return flag, limavm.Resize{}
 	}
 	if flag {
-		return true, lima.Resize{}
+		return true, limavm.Resize{}
 	}
 	if !dryRun && in != nil && confirmOn(in, w, fmt.Sprintf("Restart the VM %s to apply %s?", vmName, r)) {
-		return true, lima.Resize{}
+		return true, limavm.Resize{}
 	}
 	return false, r
 }

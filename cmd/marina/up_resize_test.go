@@ -6,21 +6,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // TestRestartDecision: up restarts a running VM to apply a changed size with
 // --restart or a yes on the terminal; a no, no terminal or a dry run leave
 // it running and the change waiting (up then names the command).
 func TestRestartDecision(t *testing.T) {
-	running := lima.Resize{CPUs: [2]int{4, 6}, Memory: [2]string{"10GiB", "12GiB"}, Disk: [2]string{"40GiB", "40GiB"}, Running: true}
+	running := limavm.Resize{CPUs: [2]int{4, 6}, Memory: [2]string{"10GiB", "12GiB"}, Disk: [2]string{"40GiB", "40GiB"}, Running: true}
 	stopped := running
 	stopped.Running = false
-	same := lima.Resize{CPUs: [2]int{4, 4}, Memory: [2]string{"10GiB", "10GiB"}, Disk: [2]string{"40GiB", "40GiB"}, Running: true}
+	same := limavm.Resize{CPUs: [2]int{4, 4}, Memory: [2]string{"10GiB", "10GiB"}, Disk: [2]string{"40GiB", "40GiB"}, Running: true}
 	const question = "Restart the VM marina to apply cpus 4→6, memory 10GiB→12GiB? [y/N] "
 	for _, tc := range []struct {
 		name        string
-		r           lima.Resize
+		r           limavm.Resize
 		flag, dry   bool
 		answer      *string // nil: no terminal
 		wantRestart bool

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 func main() {
@@ -87,7 +88,7 @@ func archiveCmd(ctx context.Context, args []string) error {
 		goos       = fs.String("goos", "", "the platform marina was built for: darwin or linux")
 		goarch     = fs.String("goarch", "", "arm64 or amd64")
 		marina     = fs.String("marina", "", "the marina binary (built by the Makefile)")
-		engine     = fs.String("marina-lima", "", "marina's Lima engine, "+lima.EngineName+" (built, and on darwin signed, by the Makefile)")
+		engine     = fs.String("marina-lima", "", "marina's Lima engine, "+limavm.EngineName+" (built, and on darwin signed, by the Makefile)")
 		guestAgent = fs.String("guestagent", "", "Lima's guest agent for -goarch (plain or .gz); empty: build it from the pinned Lima module")
 		goBin      = fs.String("go", "go", "the go command that builds the guest agent")
 		out        = fs.String("out", "dist", "output directory")

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // Spec is what goes into one release archive.
@@ -35,7 +36,7 @@ type Spec struct {
 	// Marina is the marina binary (cmd/marina), the one program users run:
 	// it answers every command itself.
 	Marina string
-	// MarinaLima is marina's Lima engine (lima.EngineName), shipped beside
+	// MarinaLima is marina's Lima engine (limavm.EngineName), shipped beside
 	// marina, which finds it there; on darwin it is Lima's host agent and
 	// signed with the virtualization entitlement.
 	MarinaLima string
@@ -85,7 +86,7 @@ func guestAgentEntry(goarch string) string {
 // first, its Lima engine. They are the only entries under bin/.
 const (
 	binMarina = "bin/marina"
-	binEngine = "bin/" + lima.EngineName
+	binEngine = "bin/" + limavm.EngineName
 )
 
 // binaries are the archive's programs, in the order CheckArchive checks them.
@@ -114,7 +115,7 @@ func WriteArchive(dir string, spec Spec) (string, error) {
 		files[name] = entry{name: name, mode: mode, data: data}
 	}
 	if spec.Marina == "" || spec.MarinaLima == "" {
-		return "", errors.New("the archive ships marina and " + lima.EngineName + ", its Lima engine, side by side: both are needed")
+		return "", errors.New("the archive ships marina and " + limavm.EngineName + ", its Lima engine, side by side: both are needed")
 	}
 	for name, src := range map[string]string{binMarina: spec.Marina, binEngine: spec.MarinaLima} {
 		bin, err := os.ReadFile(src)

@@ -25,11 +25,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lima-vm/lima/v2/pkg/limatype"
-
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/vm"
-	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 const (
@@ -153,7 +151,7 @@ func (r *run) summary() {
 }
 
 // newDriver is marina's lima driver for the test's VM, in home.
-func newDriver(e env, home string) *lima.Driver {
+func newDriver(e env, home string) *limavm.Driver {
 	cfg := config.Default()
 	cfg.VM.Driver = "lima"
 	cfg.VM.Name = vmName
@@ -166,20 +164,20 @@ func newDriver(e env, home string) *lima.Driver {
 	cfg.Registries.CacheStorage = "guest"
 	cfg.Network.BridgeCIDR = bridge
 
-	d := lima.New(cfg, home)
+	d := limavm.New(cfg, home)
 	// marina-lima, built beside marina by run.sh: the engine that boots
 	// the VM and runs its host agent.
-	d.Executable = filepath.Join(filepath.Dir(e.marina), lima.EngineName)
+	d.Executable = filepath.Join(filepath.Dir(e.marina), limavm.EngineName)
 	d.GuestAgent = e.guestAgent
-	d.Images = []lima.Image{{Arch: "amd64", Location: e.image, Digest: "sha256:" + e.imageSHA256}}
+	d.Images = []limavm.Image{{Arch: "amd64", Location: e.image, Digest: "sha256:" + e.imageSHA256}}
 	// The image has Docker, curl, iptables and ca-certificates: nothing to
 	// install, nothing to download (kind and kubectl are not in it, so the
 	// provisioning installs no tools and the probe waits for Docker only).
-	prov := lima.DefaultProvision()
+	prov := limavm.DefaultProvision()
 	prov.Binaries = nil
 	d.Provision = &prov
 	// lima0: a socket network the test serves (lima0_test.go).
-	d.Networks = []limatype.Network{{Socket: e.lima0Sock}}
+	d.Networks = []limavm.Network{{Socket: e.lima0Sock}}
 	return d
 }
 
@@ -208,7 +206,7 @@ func TestVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDriver(e, home)
-	instDir := filepath.Join(lima.LimaHome(home), vmName)
+	instDir := filepath.Join(limavm.LimaHome(home), vmName)
 
 	progress := func(s string) { fmt.Printf("    lima: %s\n", s) }
 	t.Cleanup(func() {
@@ -256,7 +254,7 @@ func TestVM(t *testing.T) {
 			return fmt.Errorf("the interrupted start's process: %v", err)
 		}
 		res := out.String()
-		if !strings.Contains(res, "START-RESULT: "+lima.ErrStartInterrupted.Error()) || !strings.Contains(res, context.Canceled.Error()) ||
+		if !strings.Contains(res, "START-RESULT: "+limavm.ErrStartInterrupted.Error()) || !strings.Contains(res, context.Canceled.Error()) ||
 			!strings.Contains(res, "keeps booting") {
 			return fmt.Errorf("the interrupted Start did not say that it stopped waiting and the VM keeps booting:\n%s", res)
 		}
@@ -342,7 +340,7 @@ func TestVM(t *testing.T) {
 
 	// 3. The Docker socket, forwarded by Lima to ~/.<name>.docker.sock.
 	r.step("Docker socket ~/."+vmName+".docker.sock answers /version", func() error {
-		sock := lima.DockerSocket(home, vmName)
+		sock := limavm.DockerSocket(home, vmName)
 		v, err := dockerGet(sock, "/version")
 		if err != nil {
 			return err
@@ -399,7 +397,7 @@ func TestVM(t *testing.T) {
 		if qemuPID, err = readPID(filepath.Join(instDir, "qemu.pid")); err != nil {
 			return err
 		}
-		if _, err = dockerGet(lima.DockerSocket(home, vmName), "/version"); err != nil {
+		if _, err = dockerGet(limavm.DockerSocket(home, vmName), "/version"); err != nil {
 			return err
 		}
 		// The lab is back: lima0 leased again, the guest network restored
@@ -554,10 +552,10 @@ func runMarinaUp(ctx context.Context, e env, home string) (string, error) {
 
 // marinaUp runs `marina up` for the test's lab and checks what it did: in
 // the VM, on this machine, and the path between them.
-func marinaUp(e env, home string, d *lima.Driver) error {
+func marinaUp(e env, home string, d *limavm.Driver) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	sock := lima.DockerSocket(home, vmName)
+	sock := limavm.DockerSocket(home, vmName)
 	// The VM has no registry to pull from: the local DNS images come from
 	// this machine's Docker (run.sh saved them).
 	if err := dockerLoad(ctx, sock, e.images); err != nil {

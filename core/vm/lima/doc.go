@@ -10,23 +10,23 @@
 //     shared from the host; the Docker socket forwarded to
 //     ~/.<vm name>.docker.sock; Lima's port mirroring off unless the config
 //     turns it on;
-//   - the guest provisioning script (Provision): idempotent, every download
-//     pinned by SHA-256 (pins.go is the one place that pins them);
+//   - the VM's provisioning at every boot (limavm.Provision: idempotent,
+//     every download pinned by SHA-256 in core/vm/limavm/pins.go);
 //   - the instance state, kept under its own LIMA_HOME (~/.marina/lima) so
 //     that marina's VM coexists with Colima, Rancher Desktop, or any other
 //     Lima user;
-//   - guest commands (Driver.Exec): argv, never a shell string, over one
-//     reused SSH connection, with a deadline enforced on both ends, stopped
-//     on cancellation;
-//   - the engine protocol (engine.go): Lima's VM drivers, its instance
-//     operations and its host agent are heavy (the vz and qemu drivers,
-//     usernet's gVisor stack and gopacket: ~90 ms of package init), so they
-//     live in a second binary, marina-lima (package limaengine,
-//     cmd/marina-lima), installed beside marina. This package asks it to
-//     create, start, stop or delete the VM (one JSON request on stdin,
-//     progress and one result on stdout) and reads the VM's status itself,
-//     from Lima's files, in process. Lima runs the VM's host agent by
-//     re-executing the engine as `marina-lima hostagent ...`.
+//   - where the guest's SSH server answers (Driver.SSHTarget), for guest
+//     commands (limavm.Guest);
+//   - Lima itself (Library): its instance operations, in process.
+//
+// This package runs only in marina's Lima engine, marina-lima (package
+// limaengine, cmd/marina-lima): Lima's VM drivers, its instance operations
+// and its host agent are heavy (the vz and qemu drivers, usernet's gVisor
+// stack and gopacket: ~90 ms of package init), so the marina program links
+// none of it and asks the engine (core/vm/limavm: one JSON request on
+// stdin, progress and one result on stdout) to run this driver. Lima runs
+// the VM's host agent by re-executing the engine as `marina-lima hostagent
+// ...`.
 //
 // On macOS the vz driver needs cgo and the com.apple.security.virtualization
 // entitlement, both for marina-lima only; a marina-lima built with

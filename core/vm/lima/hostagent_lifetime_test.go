@@ -14,6 +14,7 @@ import (
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // The host agent's lifetime as the driver sees it, through the fake Lima:
@@ -74,14 +75,14 @@ func TestStartBrokenThatSettles(t *testing.T) {
 // so `up` exits 130 with the message.
 func TestStartInterruptedSaysTheVMKeepsBooting(t *testing.T) {
 	d, f := fakeDriver(t, &limatype.Instance{Name: "marina", Status: limatype.StatusStopped})
-	f.startErr = fmt.Errorf("%w marina (%w); it keeps booting in the background", ErrStartInterrupted, context.Canceled)
+	f.startErr = fmt.Errorf("%w marina (%w); it keeps booting in the background", limavm.ErrStartInterrupted, context.Canceled)
 	_, err := d.Start(context.Background(), nil)
 	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "ha.stderr.log") || !strings.Contains(err.Error(), "keeps booting") {
 		t.Errorf("Start = %v", err)
 	}
 	// The wait for a running VM is interrupted the same way.
 	f.startErr, f.inst.Status = nil, limatype.StatusRunning
-	f.waitErr = fmt.Errorf("%w (%w); it keeps booting in the background", ErrStartInterrupted, context.Canceled)
+	f.waitErr = fmt.Errorf("%w (%w); it keeps booting in the background", limavm.ErrStartInterrupted, context.Canceled)
 	if _, err := d.Start(context.Background(), nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Start on a booting VM, interrupted = %v", err)
 	}
@@ -134,7 +135,7 @@ func TestWaitRunningReadsTheHostAgentsEvents(t *testing.T) {
 			dir := t.TempDir()
 			writeEventLog(t, dir, "ha.stdout.log", tc.events)
 			writeEventLog(t, dir, "ha.stderr.log", "")
-			err := waitRunning(context.Background(), dir, 300*time.Millisecond)
+			err := WaitRunning(context.Background(), dir, 300*time.Millisecond)
 			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("waitRunning = %v, want %q", err, tc.want)
 			}
@@ -144,7 +145,7 @@ func TestWaitRunningReadsTheHostAgentsEvents(t *testing.T) {
 	writeEventLog(t, dir, "ha.stdout.log", `{"time":"2026-01-01T00:00:00Z","status":{"sshLocalPort":60022}}`+"\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
-	if err := waitRunning(ctx, dir, time.Minute); !errors.Is(err, ErrStartInterrupted) || !errors.Is(err, context.Canceled) {
+	if err := WaitRunning(ctx, dir, time.Minute); !errors.Is(err, limavm.ErrStartInterrupted) || !errors.Is(err, context.Canceled) {
 		t.Errorf("interrupted waitRunning = %v", err)
 	}
 }

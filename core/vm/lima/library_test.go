@@ -11,10 +11,11 @@ import (
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // TestRealLimaCreateInspectDelete drives the real Lima library (qemu, as on
-// Linux) under a scratch LIMA_HOME: an absent VM, creating it from marina's
+// Linux), in process as the engine runs it, under a scratch LIMA_HOME: an absent VM, creating it from marina's
 // template (Lima validates it and writes its cloud-init data; nothing
 // boots), its status and drift, and deleting it.
 //
@@ -37,11 +38,11 @@ func TestRealLimaCreateInspectDelete(t *testing.T) {
 	if home == "" {
 		home = t.TempDir()
 	}
-	d := New(config.Default(), home)
-	d.Executable = os.Getenv("MARINA_TEST_ENGINE")
-	if d.Executable == "" {
-		d.Executable = buildEngine(t, t.TempDir())
+	// The engine sets marina's LIMA_HOME before it runs the driver.
+	if err := os.Setenv("LIMA_HOME", LimaHome(home)); err != nil {
+		t.Fatal(err)
 	}
+	d := New(config.Default(), home, &Library{})
 	d.goos, d.goarch = "linux", "amd64"
 	d.pingDocker = func(context.Context, string) error { return nil }
 	ctx := context.Background()
@@ -49,9 +50,6 @@ func TestRealLimaCreateInspectDelete(t *testing.T) {
 	st, err := d.Status(ctx)
 	if err != nil || st.State != vm.Absent {
 		t.Fatalf("Status before create = %+v, %v", st, err)
-	}
-	if got := os.Getenv("LIMA_HOME"); got != filepath.Join(home, ".marina", "lima") {
-		t.Errorf("LIMA_HOME = %q, want marina's own", got)
 	}
 	inst, err := d.create(ctx)
 	if err != nil {
@@ -76,7 +74,7 @@ func TestRealLimaCreateInspectDelete(t *testing.T) {
 	}
 	yamlPath := filepath.Join(inst.Dir, "lima.yaml")
 	b, _ := os.ReadFile(yamlPath)
-	if err := os.WriteFile(yamlPath, []byte(strings.Replace(string(b), KindVersion, "v0.32.0", -1)), 0o644); err != nil {
+	if err := os.WriteFile(yamlPath, []byte(strings.Replace(string(b), limavm.KindVersion, "v0.32.0", -1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if changed, err := refreshProvisioning(inst.Dir, guestUserOf(ctx, inst.Config)); err != nil || !changed {
@@ -134,14 +132,13 @@ func runAsNobody(t *testing.T, test string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine := buildEngine(t, dir)
 	child := filepath.Join(dir, "lima.test")
 	if err := os.WriteFile(child, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(child, "-test.run=^"+test+"$", "-test.v")
 	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + home, "MARINA_TEST_HOME=" + home, "MARINA_TEST_ENGINE=" + engine, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"HOME=" + home, "MARINA_TEST_HOME=" + home, "PATH=/usr/bin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -17,44 +16,26 @@ import (
 
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/limatype/filenames"
-	"golang.org/x/term"
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/docker"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
-// Driver is the lima driver: vm.Driver for marina's Lima VM.
+// Driver is the lima driver as it runs in marina's Lima engine
+// (limaengine, cmd/marina-lima): vm.Driver for marina's Lima VM, on Lima
+// itself (api). marina asks the engine to run it (limavm.Driver).
 type Driver struct {
-	// GuestAgent is the Lima guest agent binary for the VM's architecture
-	// (lima-guestagent.Linux-<arch>[.gz]). Empty means: look next to marina
-	// (<prefix>/share/lima), in ~/.marina/share/lima, in Homebrew's Lima and
-	// where `limactl info` says, and build it as a last resort
-	// (guestagent.go).
-	GuestAgent string
-	// Executable is marina's Lima engine (EngineName): the program that
-	// creates, starts, stops and deletes the VM and that Lima starts as the
-	// VM's host agent (`<Executable> hostagent ...`); empty means the one
-	// next to this program (enginePath).
+	limavm.Options
+	// Executable is the program Lima starts as the VM's host agent
+	// (`<Executable> hostagent ...`): the engine; empty means this program.
 	Executable string
 	// ExecTimeout bounds Exec when ctx has no deadline (default 2 minutes).
 	ExecTimeout time.Duration
-	// Images replaces DefaultImages when the VM is created.
-	Images []Image
-	// Provision replaces DefaultProvision, when the VM is created and at
-	// every boot (see provisionFor); nil means the default. The VM test
-	// (test/vm) boots an image that has everything installed with it.
-	Provision *Provision
-	// Networks are extra networks of a qemu VM when it is created (see
-	// TemplateOptions.Networks): the VM test gives its VM a lima0 with it.
-	Networks []limatype.Network
-	// Restart lets Start stop a running VM, apply a changed vm.cpus,
-	// vm.memory or vm.disk, and start it again (resize.go); unset, the
-	// change waits (Pending). A stopped VM gets the change in any case.
-	Restart bool
 
 	// pending is the change the last Start left unapplied on a running VM.
-	pending Resize
+	pending limavm.Resize
 	// guestAgent is the guest agent the last preflight found or built
 	// (ensureGuestAgent); "" before one ran.
 	guestAgent string
@@ -62,9 +43,9 @@ type Driver struct {
 	cfg          *config.Config
 	home         string
 	goos, goarch string
-	lima         limaAPI
+	lima         API
 	pingDocker   func(ctx context.Context, host string) error
-	ssh          *sshExecutor
+	guest        *limavm.Guest
 	// host is this machine beyond Lima (codesign, brew, limactl, go);
 	// the zero value is the real one.
 	host hostEnv
@@ -75,45 +56,33 @@ type Driver struct {
 	brokenSettle time.Duration
 }
 
-var _ vm.Driver = (*Driver)(nil)
-
 // New returns the lima driver for cfg (a loaded, validated config) and the
 // user's home directory home, under which the VM's state lives
-// (~/.marina/lima, Lima's LIMA_HOME for marina).
-func New(cfg *config.Config, home string) *Driver {
+// (~/.marina/lima, Lima's LIMA_HOME for marina), on Lima api.
+func New(cfg *config.Config, home string, api API) *Driver {
 	d := &Driver{
 		cfg:          cfg,
 		home:         home,
 		goos:         runtime.GOOS,
 		goarch:       runtime.GOARCH,
+		lima:         api,
 		pingDocker:   pingDocker,
 		dockerWait:   60 * time.Second,
 		brokenSettle: 5 * time.Second,
 	}
-	d.lima = &library{limaHome: LimaHome(home), exe: func() string { return d.Executable }}
-	d.ssh = newSSHExecutor(guestUser, nil)
-	// The executor asks target before each new connection, holding its
-	// lock, and reads user after it: the guest user is the one of the VM
-	// that is there now (see guestUserOf).
-	d.ssh.target = func(ctx context.Context) (string, string, error) {
-		addr, key, user, err := d.sshTarget(ctx)
-		if err == nil {
-			d.ssh.user = user
-		}
-		return addr, key, err
-	}
+	d.guest = limavm.NewGuest(d.SSHTarget)
 	return d
 }
 
 // LimaHome is marina's LIMA_HOME: ~/.marina/lima (vm.LimaHome).
-func LimaHome(home string) string { return vm.LimaHome(home) }
+func LimaHome(home string) string { return limavm.LimaHome(home) }
 
 // Name returns "lima".
 func (d *Driver) Name() string { return "lima" }
 
 func (d *Driver) vmName() string { return d.cfg.VM.Name }
 
-func (d *Driver) dockerHost() string { return "unix://" + DockerSocket(d.home, d.vmName()) }
+func (d *Driver) dockerHost() string { return "unix://" + limavm.DockerSocket(d.home, d.vmName()) }
 
 func pingDocker(ctx context.Context, host string) error {
 	c, err := docker.Open(ctx, host)
@@ -264,7 +233,6 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 			progress(s)
 		}
 	}
-	defer captureLimaLogs(progress)()
 	inst, err := d.lima.Inspect(ctx, d.vmName())
 	absent := errors.Is(err, fs.ErrNotExist)
 	if err != nil && !absent {
@@ -275,7 +243,7 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 			return vm.Status{}, err
 		}
 	}
-	var resize Resize
+	var resize limavm.Resize
 	if !absent {
 		// A smaller vm.disk is refused before anything changes.
 		if resize, err = d.planResize(inst); err != nil {
@@ -301,7 +269,7 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 		if err := d.lima.WaitRunning(ctx, inst, d.startTimeout()); err != nil {
 			return vm.Status{}, fmt.Errorf("the VM %s: %w", d.vmName(), err)
 		}
-		d.pending = Resize{}
+		d.pending = limavm.Resize{}
 		if !resize.Empty() {
 			if !d.Restart {
 				d.pending = resize
@@ -353,16 +321,16 @@ func (d *Driver) boot(ctx context.Context, inst *limatype.Instance, say func(str
 	}
 	if d.sharesRegistryCache(inst) {
 		// Lima refuses to start with a missing mount source.
-		if err := os.MkdirAll(RegistryCacheDir(d.home), 0o755); err != nil {
+		if err := os.MkdirAll(limavm.RegistryCacheDir(d.home), 0o755); err != nil {
 			return fmt.Errorf("create the registry cache directory: %w", err)
 		}
 	}
 	say("starting the VM " + d.vmName())
 	// A connection to a previous boot is of no use any more.
-	_ = d.ssh.Close()
+	_ = d.guest.Close()
 	opts := StartOptions{HostAgent: d.executable(), GuestAgent: d.guestAgentPath(), Timeout: d.startTimeout()}
 	if err := d.lima.Start(ctx, inst, opts); err != nil {
-		if errors.Is(err, ErrStartInterrupted) {
+		if errors.Is(err, limavm.ErrStartInterrupted) {
 			return err
 		}
 		return fmt.Errorf("start the VM %s: %w (Lima's host agent log: %s)", d.vmName(), err,
@@ -405,7 +373,7 @@ func (d *Driver) recoverBroken(ctx context.Context, inst *limatype.Instance, say
 		return inst, nil
 	}
 	say(fmt.Sprintf("the VM %s is broken%s; stopping it forcibly", d.vmName(), instErrors(inst)))
-	_ = d.ssh.Close()
+	_ = d.guest.Close()
 	if err := d.lima.StopForcibly(ctx, inst); err != nil {
 		return nil, fmt.Errorf("stop the broken VM %s forcibly: %w", d.vmName(), err)
 	}
@@ -427,7 +395,7 @@ func (d *Driver) sharesRegistryCache(inst *limatype.Instance) bool {
 		return d.cfg.Registries.CacheStorage == "host"
 	}
 	for _, m := range inst.Config.Mounts {
-		if m.Location == RegistryCacheDir(d.home) {
+		if m.Location == limavm.RegistryCacheDir(d.home) {
 			return true
 		}
 	}
@@ -458,7 +426,7 @@ func (d *Driver) waitDocker(ctx context.Context) error {
 // create creates the Lima instance from the template and records the
 // creation settings next to it.
 func (d *Driver) create(ctx context.Context) (*limatype.Instance, error) {
-	y, err := Template(d.cfg, TemplateOptions{GOOS: d.goos, GOARCH: d.goarch, Home: d.home, Images: d.Images, Provision: d.Provision, Networks: d.Networks})
+	y, err := Template(d.cfg, TemplateOptions{GOOS: d.goos, GOARCH: d.goarch, Home: d.home, Images: d.Images, Provision: d.Provision, Networks: limaNetworks(d.Networks)})
 	if err != nil {
 		return nil, err
 	}
@@ -488,7 +456,7 @@ func (d *Driver) preflight(ctx context.Context, say func(string)) error {
 		}
 		if !vz {
 			return fmt.Errorf("%s (%s) was built without cgo, so it cannot run Lima's vz driver; "+
-				"use a release build, or build it with CGO_ENABLED=1 on macOS (`make build`) and sign it with the com.apple.security.virtualization entitlement", EngineName, d.executable())
+				"use a release build, or build it with CGO_ENABLED=1 on macOS (`make build`) and sign it with the com.apple.security.virtualization entitlement", limavm.EngineName, d.executable())
 		}
 		if err := checkEntitlement(ctx, d.host.runner(), d.executable(), d.home, say); err != nil {
 			return err
@@ -510,15 +478,25 @@ func (d *Driver) guestAgentPath() string {
 	return p
 }
 
-// executable is the engine (Driver.Executable, else the one found next to
-// marina; "" when there is none: using it then fails with enginePath's
-// error).
+// executable is the host agent program: Executable, else this program.
 func (d *Driver) executable() string {
-	exe, err := enginePath(d.Executable)
+	if d.Executable != "" {
+		return d.Executable
+	}
+	exe, err := os.Executable()
 	if err != nil {
 		return ""
 	}
 	return exe
+}
+
+// limaNetworks is nets as Lima's networks: entries.
+func limaNetworks(nets []limavm.Network) []limatype.Network {
+	var out []limatype.Network
+	for _, n := range nets {
+		out = append(out, limatype.Network{Socket: n.Socket, Lima: n.Lima})
+	}
+	return out
 }
 
 // Stop stops the VM gracefully, keeping everything in it. A Broken VM
@@ -527,7 +505,6 @@ func (d *Driver) executable() string {
 // (Lima's forcible stop), which leaves it Stopped. A VM that is absent or
 // stopped is left as it is.
 func (d *Driver) Stop(ctx context.Context) error {
-	defer captureLimaLogs(nil)()
 	inst, err := d.lima.Inspect(ctx, d.vmName())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -537,12 +514,12 @@ func (d *Driver) Stop(ctx context.Context) error {
 	}
 	switch inst.Status {
 	case limatype.StatusRunning:
-		_ = d.ssh.Close()
+		_ = d.guest.Close()
 		if err := d.lima.Stop(ctx, inst); err != nil {
 			return fmt.Errorf("stop the VM %s: %w; if it hangs, its state is Broken afterwards and `marina down` stops it forcibly", d.vmName(), err)
 		}
 	case limatype.StatusBroken:
-		_ = d.ssh.Close()
+		_ = d.guest.Close()
 		if err := d.lima.StopForcibly(ctx, inst); err != nil {
 			return fmt.Errorf("stop the broken VM %s forcibly: %w", d.vmName(), err)
 		}
@@ -553,7 +530,6 @@ func (d *Driver) Stop(ctx context.Context) error {
 // Delete removes the VM and everything in it (running or not). The host
 // registry cache (~/.marina/registry-cache) is kept: it outlives the VM.
 func (d *Driver) Delete(ctx context.Context) error {
-	defer captureLimaLogs(nil)()
 	inst, err := d.lima.Inspect(ctx, d.vmName())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -561,121 +537,40 @@ func (d *Driver) Delete(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
 	}
-	_ = d.ssh.Close()
+	_ = d.guest.Close()
 	if err := d.lima.Delete(ctx, inst); err != nil {
 		return fmt.Errorf("delete the VM %s: %w", d.vmName(), err)
 	}
 	return nil
 }
 
-// sshTarget is where the guest's SSH server is reachable: Lima's loopback
+// SSHTarget is where the guest's SSH server is reachable: Lima's loopback
 // forward of the running instance, with Lima's key for marina's LIMA_HOME,
 // and the guest user to log in as.
-func (d *Driver) sshTarget(ctx context.Context) (addr, keyFile, user string, err error) {
+func (d *Driver) SSHTarget(ctx context.Context) (limavm.SSHTarget, error) {
 	inst, err := d.lima.Inspect(ctx, d.vmName())
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", "", "", fmt.Errorf("the VM %s does not exist; `marina up` creates it", d.vmName())
+		return limavm.SSHTarget{}, fmt.Errorf("the VM %s does not exist; `marina up` creates it", d.vmName())
 	}
 	if err != nil {
-		return "", "", "", fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+		return limavm.SSHTarget{}, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
 	}
 	if inst.Status != limatype.StatusRunning || inst.SSHLocalPort == 0 {
-		return "", "", "", fmt.Errorf("the VM %s is not running (Lima: %q); `marina up` starts it", d.vmName(), inst.Status)
+		return limavm.SSHTarget{}, fmt.Errorf("the VM %s is not running (Lima: %q); `marina up` starts it", d.vmName(), inst.Status)
 	}
-	addr = inst.SSHAddress
+	addr := inst.SSHAddress
 	if addr == "" {
 		addr = "127.0.0.1"
 	}
-	return addr + ":" + strconv.Itoa(inst.SSHLocalPort), d.sshKey(), guestUserOf(ctx, inst.Config), nil
+	return limavm.SSHTarget{Addr: addr + ":" + strconv.Itoa(inst.SSHLocalPort), KeyFile: d.sshKey(), User: guestUserOf(ctx, inst.Config)}, nil
 }
 
 func (d *Driver) sshKey() string {
 	return filepath.Join(LimaHome(d.home), filenames.ConfigDir, filenames.UserPrivateKey)
 }
 
-// Exec runs argv in the VM as root (sudo), with stdin (may be nil), and
-// returns its stdout. It is bounded by ctx (or ExecTimeout when ctx has no
-// deadline) on both ends: the guest runs it under `timeout`, and
-// cancelling ctx signals it and returns at once. A non-zero exit is an
-// error that carries stderr.
+// Exec runs argv in the VM as root (limavm.Guest.Exec).
 func (d *Driver) Exec(ctx context.Context, argv []string, stdin io.Reader) ([]byte, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		t := d.ExecTimeout
-		if t <= 0 {
-			t = 2 * time.Minute
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
-	deadline, _ := ctx.Deadline()
-	cmd, err := remoteCommand(argv, true, time.Until(deadline))
-	if err != nil {
-		return nil, err
-	}
-	out, errb, err := d.ssh.Run(ctx, cmd, stdin)
-	if err != nil {
-		if ctx.Err() != nil {
-			return out, fmt.Errorf("in the VM: %s: %w", strings.Join(argv, " "), ctx.Err())
-		}
-		return out, execError(argv, err, errb)
-	}
-	return out, nil
-}
-
-// ShellArgv is the system ssh command line that Shell runs: Lima's key and
-// forwarded port, no host key checks (see sshExecutor), no user ssh config,
-// a terminal when tty, and argv quoted for the guest's shell (a login
-// shell when argv is empty).
-//
-// It logs in as the guest user of a VM marina creates (lima); Shell uses
-// the user of the VM that is there.
-func ShellArgv(keyFile string, port int, argv []string, tty bool) ([]string, error) {
-	return shellArgv(guestUser, keyFile, port, argv, tty)
-}
-
-func shellArgv(user, keyFile string, port int, argv []string, tty bool) ([]string, error) {
-	ssh := []string{"ssh", "-F", "/dev/null",
-		"-i", keyFile, "-p", strconv.Itoa(port),
-		"-o", "IdentitiesOnly=yes",
-		"-o", "StrictHostKeyChecking=no",
-		"-o", "UserKnownHostsFile=/dev/null",
-		"-o", "LogLevel=ERROR",
-		"-o", "BatchMode=yes",
-	}
-	if tty || len(argv) == 0 {
-		ssh = append(ssh, "-t")
-	}
-	ssh = append(ssh, user+"@127.0.0.1")
-	if len(argv) > 0 {
-		line, err := QuoteArgs(argv)
-		if err != nil {
-			return nil, err
-		}
-		ssh = append(ssh, "--", line)
-	}
-	return ssh, nil
-}
-
-// Shell runs argv in the VM as the guest user, interactively, with the
-// given streams (a login shell when argv is empty), through the system ssh.
-func (d *Driver) Shell(ctx context.Context, argv []string, in io.Reader, out, errOut io.Writer) error {
-	addr, key, user, err := d.sshTarget(ctx)
-	if err != nil {
-		return err
-	}
-	_, portStr, _ := strings.Cut(addr, ":")
-	port, _ := strconv.Atoi(portStr)
-	tty := false
-	if f, ok := in.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	args, err := shellArgv(user, key, port, argv, tty)
-	if err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, errOut
-	cmd.WaitDelay = 5 * time.Second
-	return cmd.Run()
+	d.guest.Timeout = d.ExecTimeout
+	return d.guest.Exec(ctx, argv, stdin)
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/vm"
+	"github.com/bcollard/marina/core/vm/limavm"
+	"github.com/bcollard/marina/core/vm/limavm/sshtest"
 )
 
 // fakeDriver is a Driver on a fake Lima whose instance directory is in a
@@ -26,7 +28,7 @@ func fakeDriver(t *testing.T, inst *limatype.Instance) (*Driver, *fakeLima) {
 		inst.Dir = f.dir
 		writeLimaYAML(t, f.dir, nil)
 	}
-	d := New(config.Default(), home)
+	d := New(config.Default(), home, nil)
 	d.lima = f
 	d.goos, d.goarch = "darwin", "arm64"
 	d.host = hermeticHost(t, home)
@@ -39,7 +41,7 @@ func fakeDriver(t *testing.T, inst *limatype.Instance) (*Driver, *fakeLima) {
 
 // writeLimaYAML writes the instance's lima.yaml as marina renders it, with
 // prov as its provisioning (nil: the current one).
-func writeLimaYAML(t *testing.T, dir string, prov *Provision) {
+func writeLimaYAML(t *testing.T, dir string, prov *limavm.Provision) {
 	t.Helper()
 	y, err := Template(config.Default(), TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome, Provision: prov})
 	if err != nil {
@@ -58,7 +60,7 @@ func writeLimaYAML(t *testing.T, dir string, prov *Provision) {
 }
 
 func TestStatus(t *testing.T) {
-	srv := startSSHServer(t)
+	srv := sshtest.Start(t)
 	for _, tc := range []struct {
 		name       string
 		inst       *limatype.Instance
@@ -69,9 +71,9 @@ func TestStatus(t *testing.T) {
 	}{
 		{name: "absent", want: vm.Absent},
 		{name: "stopped", inst: &limatype.Instance{Status: limatype.StatusStopped, VMType: limatype.VZ}, want: vm.Stopped, detail: "marina up"},
-		{name: "running", inst: &limatype.Instance{Status: limatype.StatusRunning, VMType: limatype.VZ, SSHLocalPort: srv.port}, want: vm.Running, guestIP: "192.168.64.7"},
-		{name: "running qemu (no lima0)", inst: &limatype.Instance{Status: limatype.StatusRunning, VMType: limatype.QEMU, SSHLocalPort: srv.port}, want: vm.Running},
-		{name: "docker down", inst: &limatype.Instance{Status: limatype.StatusRunning, VMType: limatype.VZ, SSHLocalPort: srv.port}, dockerDown: true, want: vm.Stopped, detail: "Docker does not answer"},
+		{name: "running", inst: &limatype.Instance{Status: limatype.StatusRunning, VMType: limatype.VZ, SSHLocalPort: srv.Port}, want: vm.Running, guestIP: "192.168.64.7"},
+		{name: "running qemu (no lima0)", inst: &limatype.Instance{Status: limatype.StatusRunning, VMType: limatype.QEMU, SSHLocalPort: srv.Port}, want: vm.Running},
+		{name: "docker down", inst: &limatype.Instance{Status: limatype.StatusRunning, VMType: limatype.VZ, SSHLocalPort: srv.Port}, dockerDown: true, want: vm.Stopped, detail: "Docker does not answer"},
 		{name: "broken", inst: &limatype.Instance{Status: limatype.StatusBroken, Errors: []error{errors.New("host agent is running but driver is not")}}, want: vm.Stopped, detail: "driver is not"},
 		{name: "installing", inst: &limatype.Instance{Status: limatype.StatusInstalling}, want: vm.Stopped, detail: "Installing"},
 	} {
@@ -79,7 +81,7 @@ func TestStatus(t *testing.T) {
 			d, _ := fakeDriver(t, tc.inst)
 			if tc.inst != nil {
 				// Lima's key where marina's LIMA_HOME keeps it.
-				key, _ := os.ReadFile(srv.keyFile)
+				key, _ := os.ReadFile(srv.KeyFile)
 				_ = os.MkdirAll(filepath.Dir(d.sshKey()), 0o700)
 				if err := os.WriteFile(d.sshKey(), key, 0o600); err != nil {
 					t.Fatal(err)
@@ -202,7 +204,7 @@ func TestStartCreatesStartsAndIsIdempotent(t *testing.T) {
 	if err != nil || rec == nil || *rec != recordOf(d.cfg, "darwin", "arm64") {
 		t.Errorf("record = %+v, %v", rec, err)
 	}
-	if fi, err := os.Stat(RegistryCacheDir(d.home)); err != nil || !fi.IsDir() {
+	if fi, err := os.Stat(limavm.RegistryCacheDir(d.home)); err != nil || !fi.IsDir() {
 		t.Errorf("the registry cache directory was not created: %v", err)
 	}
 
@@ -234,7 +236,7 @@ func TestStartRefuses(t *testing.T) {
 		{name: "no vz in this build", edit: func(d *Driver, f *fakeLima) { f.noVZ = true }, want: "CGO_ENABLED=1"},
 		{name: "no guest agent", edit: func(d *Driver, f *fakeLima) { d.GuestAgent = "" },
 			want: "there is no Go toolchain to build it. Install marina's release archive (it ships share/lima/lima-guestagent.Linux-aarch64.gz beside bin/marina)"},
-		{name: "unpinned image", edit: func(d *Driver, f *fakeLima) { d.Images = []Image{{Arch: "arm64", Location: "https://x/y.img"}} }, want: "pinned by digest"},
+		{name: "unpinned image", edit: func(d *Driver, f *fakeLima) { d.Images = []limavm.Image{{Arch: "arm64", Location: "https://x/y.img"}} }, want: "pinned by digest"},
 		{name: "broken, still after a forcible stop", inst: &limatype.Instance{Status: limatype.StatusBroken}, edit: func(d *Driver, f *fakeLima) {
 			d.brokenSettle = 10 * time.Millisecond
 			f.afterForce = limatype.StatusBroken
@@ -309,9 +311,9 @@ func TestParseIPAddr(t *testing.T) {
 // and nothing else in the file changes.
 func TestStartRefreshesProvisioning(t *testing.T) {
 	d, f := fakeDriver(t, &limatype.Instance{Name: "marina", Status: limatype.StatusStopped, VMType: limatype.VZ})
-	old := DefaultProvision()
+	old := limavm.DefaultProvision()
 	old.Binaries[0].Version = "v0.32.0"
-	old.Binaries[0].Files = map[string]File{"arm64": {URL: "https://example.com/kind-v0.32.0", SHA256: strings.Repeat("1", 64)}}
+	old.Binaries[0].Files = map[string]limavm.File{"arm64": {URL: "https://example.com/kind-v0.32.0", SHA256: strings.Repeat("1", 64)}}
 	writeLimaYAML(t, f.dir, &old)
 	path := filepath.Join(f.dir, "lima.yaml")
 	before, _ := os.ReadFile(path)
@@ -345,7 +347,7 @@ func TestStartRefreshesProvisioning(t *testing.T) {
 func TestSharesRegistryCacheFollowsTheVM(t *testing.T) {
 	d, _ := fakeDriver(t, nil)
 	d.cfg.Registries.CacheStorage = "guest" // changed after the VM was created with host
-	withMount := &limatype.Instance{Config: &limatype.LimaYAML{Mounts: []limatype.Mount{{Location: RegistryCacheDir(d.home)}}}}
+	withMount := &limatype.Instance{Config: &limatype.LimaYAML{Mounts: []limatype.Mount{{Location: limavm.RegistryCacheDir(d.home)}}}}
 	if !d.sharesRegistryCache(withMount) {
 		t.Error("a VM created with the host cache mount needs its directory whatever the config says now")
 	}

@@ -8,10 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	units "github.com/docker/go-units"
-
 	"github.com/bcollard/marina/core/atomicfile"
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // recordFile is marina's note, in the Lima instance directory, of the
@@ -84,10 +83,10 @@ func Drift(created, want Record) []string {
 	if created.CPUs != want.CPUs {
 		diff("vm.cpus", created.CPUs, want.CPUs)
 	}
-	if !sameSize(created.Memory, want.Memory) {
+	if !limavm.SameSize(created.Memory, want.Memory) {
 		diff("vm.memory", created.Memory, want.Memory)
 	}
-	if !sameSize(created.Disk, want.Disk) {
+	if !limavm.SameSize(created.Disk, want.Disk) {
 		diff("vm.disk", created.Disk, want.Disk)
 	}
 	if created.Rosetta != want.Rosetta {
@@ -100,13 +99,4 @@ func Drift(created, want Record) []string {
 		diff("network.disablePortMirroring", created.DisablePortMirroring, want.DisablePortMirroring)
 	}
 	return d
-}
-
-func sameSize(a, b string) bool {
-	if a == b {
-		return true
-	}
-	x, errA := units.RAMInBytes(a)
-	y, errB := units.RAMInBytes(b)
-	return errA == nil && errB == nil && x == y
 }

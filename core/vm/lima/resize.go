@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	units "github.com/docker/go-units"
 	qcow2reader "github.com/lima-vm/go-qcow2reader"
@@ -25,46 +24,13 @@ import (
 	"github.com/lima-vm/lima/v2/pkg/yqutil"
 
 	"github.com/bcollard/marina/core/atomicfile"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
-
-// Resize is the change of size (vm.cpus, vm.memory, vm.disk) the config asks
-// of an existing VM: each pair is (the instance's lima.yaml, the config), and
-// a pair whose two values are equal (by value: 10GiB = 10240MiB) is no change.
-type Resize struct {
-	CPUs   [2]int
-	Memory [2]string
-	Disk   [2]string
-	// Running: the VM runs, so applying the change means a restart.
-	Running bool
-}
-
-// Empty reports whether nothing changes.
-func (r Resize) Empty() bool {
-	return r.CPUs[0] == r.CPUs[1] && sameSize(r.Memory[0], r.Memory[1]) && sameSize(r.Disk[0], r.Disk[1])
-}
-
-// String lists the changes: "cpus 4→6, memory 10GiB→12GiB".
-func (r Resize) String() string {
-	var parts []string
-	if r.CPUs[0] != r.CPUs[1] {
-		parts = append(parts, fmt.Sprintf("cpus %d→%d", r.CPUs[0], r.CPUs[1]))
-	}
-	if !sameSize(r.Memory[0], r.Memory[1]) {
-		parts = append(parts, fmt.Sprintf("memory %s→%s", r.Memory[0], r.Memory[1]))
-	}
-	if !sameSize(r.Disk[0], r.Disk[1]) {
-		parts = append(parts, fmt.Sprintf("disk %s→%s", r.Disk[0], r.Disk[1]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// RestartCommand is what applies a pending resize to a running VM.
-const RestartCommand = "marina up --restart"
 
 // planResize compares the instance's lima.yaml (as Lima loads it) with the
 // config. A smaller vm.disk is an error: a disk cannot shrink.
-func (d *Driver) planResize(inst *limatype.Instance) (Resize, error) {
-	r := Resize{Running: inst.Status == limatype.StatusRunning}
+func (d *Driver) planResize(inst *limatype.Instance) (limavm.Resize, error) {
+	r := limavm.Resize{Running: inst.Status == limatype.StatusRunning}
 	if inst.Config == nil {
 		return r, nil
 	}
@@ -96,13 +62,13 @@ func shrinkError(want, have string) error {
 
 // PlanResize reports the change of size the config asks of the existing VM
 // (Empty when none, or when there is no VM). A smaller vm.disk is an error.
-func (d *Driver) PlanResize(ctx context.Context) (Resize, error) {
+func (d *Driver) PlanResize(ctx context.Context) (limavm.Resize, error) {
 	inst, err := d.lima.Inspect(ctx, d.vmName())
 	if errors.Is(err, fs.ErrNotExist) {
-		return Resize{}, nil
+		return limavm.Resize{}, nil
 	}
 	if err != nil {
-		return Resize{}, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
+		return limavm.Resize{}, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
 	}
 	return d.planResize(inst)
 }
@@ -123,28 +89,18 @@ func (d *Driver) PendingResize(ctx context.Context) (change string, restart bool
 // not set), with the command that applies it; "" when nothing.
 func (d *Driver) Pending() string { return d.pending.Note(d.vmName()) }
 
-// Note says that the running VM vmName keeps its size and how to apply r;
-// "" when r is Empty.
-func (r Resize) Note(vmName string) string {
-	if r.Empty() {
-		return ""
-	}
-	return fmt.Sprintf("the VM %s keeps running as it is; the config's %s applies after a restart: %s (or marina down && marina up)",
-		vmName, r, RestartCommand)
-}
-
 // applyResize applies r to the stopped instance the way `limactl edit` does:
 // the lima.yaml is edited with Lima's yq expressions (the user's other
 // settings and comments stay), loaded and validated by Lima, and checked
 // against the current one (no shrinking); then the disk is grown in place
 // and the new lima.yaml written. marina's record of the VM follows.
-func (d *Driver) applyResize(ctx context.Context, inst *limatype.Instance, r Resize) error {
+func (d *Driver) applyResize(ctx context.Context, inst *limatype.Instance, r limavm.Resize) error {
 	path := filepath.Join(inst.Dir, filenames.LimaYAML)
 	b, err := resizedLimaYAML(ctx, path, r)
 	if err != nil {
 		return err
 	}
-	if !sameSize(r.Disk[0], r.Disk[1]) {
+	if !limavm.SameSize(r.Disk[0], r.Disk[1]) {
 		size, err := units.RAMInBytes(r.Disk[1])
 		if err != nil {
 			return fmt.Errorf("vm.disk %q: %w", r.Disk[1], err)
@@ -170,7 +126,7 @@ func (d *Driver) applyResize(ctx context.Context, inst *limatype.Instance, r Res
 // resizedLimaYAML returns the lima.yaml at path with r applied, by the yq
 // expressions `limactl edit --cpus/--memory/--disk` uses, after Lima's
 // loader and validation accepted it; nil when nothing changes in the file.
-func resizedLimaYAML(ctx context.Context, path string, r Resize) ([]byte, error) {
+func resizedLimaYAML(ctx context.Context, path string, r limavm.Resize) ([]byte, error) {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the VM's Lima configuration: %w", err)
@@ -179,10 +135,10 @@ func resizedLimaYAML(ctx context.Context, path string, r Resize) ([]byte, error)
 	if r.CPUs[0] != r.CPUs[1] {
 		exprs = append(exprs, fmt.Sprintf(".cpus = %d", r.CPUs[1]))
 	}
-	if !sameSize(r.Memory[0], r.Memory[1]) {
+	if !limavm.SameSize(r.Memory[0], r.Memory[1]) {
 		exprs = append(exprs, fmt.Sprintf(".memory = %q", r.Memory[1]))
 	}
-	if !sameSize(r.Disk[0], r.Disk[1]) {
+	if !limavm.SameSize(r.Disk[0], r.Disk[1]) {
 		exprs = append(exprs, fmt.Sprintf(".disk = %q", r.Disk[1]))
 	}
 	if len(exprs) == 0 {
@@ -283,9 +239,9 @@ func growDisk(ctx context.Context, path string, size int64) error {
 
 // restartToResize stops the running VM gracefully and applies r; the caller
 // boots it again. It returns the stopped instance as Lima reads it now.
-func (d *Driver) restartToResize(ctx context.Context, inst *limatype.Instance, r Resize, say func(string)) (*limatype.Instance, error) {
+func (d *Driver) restartToResize(ctx context.Context, inst *limatype.Instance, r limavm.Resize, say func(string)) (*limatype.Instance, error) {
 	say(fmt.Sprintf("stopping the VM %s to apply %s", d.vmName(), r))
-	_ = d.ssh.Close()
+	_ = d.guest.Close()
 	if err := d.lima.Stop(ctx, inst); err != nil {
 		return nil, fmt.Errorf("stop the VM %s to apply %s: %w", d.vmName(), r, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bcollard/marina/test/golden"
+
 	qcow2reader "github.com/lima-vm/go-qcow2reader"
 	"github.com/lima-vm/go-qcow2reader/image/qcow2"
 	"github.com/lima-vm/lima/v2/pkg/imgutil/nativeimgutil"
@@ -17,6 +19,7 @@ import (
 	"github.com/lima-vm/lima/v2/pkg/limayaml"
 
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 const (
@@ -25,14 +28,14 @@ const (
 )
 
 func TestResizeString(t *testing.T) {
-	r := Resize{CPUs: [2]int{4, 6}, Memory: [2]string{"10GiB", "12GiB"}, Disk: [2]string{"40GiB", "40960MiB"}}
+	r := limavm.Resize{CPUs: [2]int{4, 6}, Memory: [2]string{"10GiB", "12GiB"}, Disk: [2]string{"40GiB", "40960MiB"}}
 	if got := r.String(); got != "cpus 4→6, memory 10GiB→12GiB" {
 		t.Errorf("String = %q", got)
 	}
 	if r.Empty() {
 		t.Error("a change of cpus and memory is Empty")
 	}
-	same := Resize{CPUs: [2]int{4, 4}, Memory: [2]string{"10GiB", "10240MiB"}, Disk: [2]string{"40GiB", "40GiB"}}
+	same := limavm.Resize{CPUs: [2]int{4, 4}, Memory: [2]string{"10GiB", "10240MiB"}, Disk: [2]string{"40GiB", "40GiB"}}
 	if !same.Empty() || same.String() != "" {
 		t.Errorf("equal sizes are a change: %q", same)
 	}
@@ -51,24 +54,12 @@ func TestResizedLimaYAMLGolden(t *testing.T) {
 	if err := os.WriteFile(path, in, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := Resize{CPUs: [2]int{4, 6}, Memory: [2]string{"10GiB", "12GiB"}, Disk: [2]string{"40GiB", "60GiB"}}
+	r := limavm.Resize{CPUs: [2]int{4, 6}, Memory: [2]string{"10GiB", "12GiB"}, Disk: [2]string{"40GiB", "60GiB"}}
 	got, err := resizedLimaYAML(context.Background(), path, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "resize", "klimax-user.resized.yaml")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("resized lima.yaml differs from %s (go test -update rewrites it):\n%s", golden, got)
-	}
+	golden.Check(t, "testdata/resize/klimax-user.resized.yaml", got)
 	// The file itself is written only by applyResize, after the disk grew.
 	if now, _ := os.ReadFile(path); !bytes.Equal(now, in) {
 		t.Error("resizedLimaYAML wrote the file")
@@ -98,7 +89,7 @@ func TestResizedLimaYAMLKeepsTheRest(t *testing.T) {
 	writeLimaYAML(t, dir, nil)
 	path := filepath.Join(dir, "lima.yaml")
 	before, _ := os.ReadFile(path)
-	got, err := resizedLimaYAML(ctx, path, Resize{CPUs: [2]int{4, 6}, Memory: [2]string{"10GiB", "10GiB"}, Disk: [2]string{"40GiB", "100GiB"}})
+	got, err := resizedLimaYAML(ctx, path, limavm.Resize{CPUs: [2]int{4, 6}, Memory: [2]string{"10GiB", "10GiB"}, Disk: [2]string{"40GiB", "100GiB"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +110,11 @@ func TestResizedLimaYAMLKeepsTheRest(t *testing.T) {
 	}
 
 	// Nothing to change: no new content.
-	if b, err := resizedLimaYAML(ctx, path, Resize{CPUs: [2]int{4, 4}, Memory: [2]string{"10GiB", "10GiB"}, Disk: [2]string{"40GiB", "40GiB"}}); err != nil || b != nil {
+	if b, err := resizedLimaYAML(ctx, path, limavm.Resize{CPUs: [2]int{4, 4}, Memory: [2]string{"10GiB", "10GiB"}, Disk: [2]string{"40GiB", "40GiB"}}); err != nil || b != nil {
 		t.Errorf("no change = %d bytes, %v", len(b), err)
 	}
 	// Lima's validation has the last word.
-	if _, err := resizedLimaYAML(ctx, path, Resize{CPUs: [2]int{4, 4}, Memory: [2]string{"10GiB", "lots"}, Disk: [2]string{"40GiB", "40GiB"}}); err == nil || !strings.Contains(err.Error(), "memory") {
+	if _, err := resizedLimaYAML(ctx, path, limavm.Resize{CPUs: [2]int{4, 4}, Memory: [2]string{"10GiB", "lots"}, Disk: [2]string{"40GiB", "40GiB"}}); err == nil || !strings.Contains(err.Error(), "memory") {
 		t.Errorf("memory lots = %v, want Lima's refusal", err)
 	}
 }

@@ -9,32 +9,33 @@ import (
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/hostnet"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
-func routeWatchDriver(t *testing.T) (*Driver, string) {
+// routeWatchDriver is marina's side of the route note (limavm.Driver) for
+// a VM "marina" under a new home, and the VM's instance directory.
+func routeWatchDriver(t *testing.T) (d *limavm.Driver, home, instDir string) {
 	t.Helper()
-	home := t.TempDir()
+	home = t.TempDir()
 	cfg := config.Default()
 	cfg.VM.Name = "marina"
-	d := New(cfg, home)
-	if err := os.MkdirAll(d.instDir(), 0o700); err != nil {
+	d = limavm.New(cfg, home)
+	instDir = filepath.Join(LimaHome(home), "marina")
+	if err := os.MkdirAll(instDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return d, home
+	return d, home, instDir
 }
 
 // TestRouteNote: marina up's KeepRoute is what the host agent's follower
 // reads; ForgetRoute stops it; a garbled note keeps nothing and is logged
 // once.
 func TestRouteNote(t *testing.T) {
-	d, home := routeWatchDriver(t)
-	if d.instDir() != filepath.Join(home, ".marina", "lima", "marina") {
-		t.Fatalf("instance dir %s", d.instDir())
-	}
+	d, _, instDir := routeWatchDriver(t)
 	var logs []string
 	logf := func(format string, args ...any) { logs = append(logs, format) }
 	priv := &hostnet.Privileged{Runner: hostnet.ExecRunner{}}
-	route := noteRoute(d.instDir(), priv, logf)
+	route := noteRoute(instDir, priv, logf)
 	if r := route(); r != nil || d.KeepingRoute("172.30.0.0/16") {
 		t.Fatalf("no note: %+v", r)
 	}
@@ -60,7 +61,7 @@ func TestRouteNote(t *testing.T) {
 	if err := d.ForgetRoute(); err != nil {
 		t.Errorf("forgetting twice: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(d.instDir(), routeNoteFile), []byte("{"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(instDir, limavm.RouteNoteFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// Read twice: a garbled note is logged once, not at every look.
@@ -74,11 +75,11 @@ func TestRouteNote(t *testing.T) {
 // LIMA_HOME; started, it runs until its stop function is called, which
 // returns once the goroutine has ended.
 func TestRouteWatchLifecycle(t *testing.T) {
-	if _, err := newRouteFollower("/opt/lima", "marina", t.Logf); err == nil || !strings.Contains(err.Error(), "not marina's") {
+	if _, err := newRouteFollower("/opt/lima", "marina", &Library{}, t.Logf); err == nil || !strings.Contains(err.Error(), "not marina's") {
 		t.Errorf("foreign LIMA_HOME: %v", err)
 	}
-	d, home := routeWatchDriver(t)
-	f, err := newRouteFollower(LimaHome(home), "marina", t.Logf)
+	d, home, _ := routeWatchDriver(t)
+	f, err := newRouteFollower(LimaHome(home), "marina", &Library{}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +96,9 @@ func TestRouteWatchLifecycle(t *testing.T) {
 	}
 
 	t.Setenv("LIMA_HOME", LimaHome(home))
-	stop := StartRouteWatch(context.Background(), "marina")
+	stop := StartRouteWatch(context.Background(), "marina", &Library{})
 	stop() // returns only after the goroutine ended
 
 	t.Setenv("LIMA_HOME", "")
-	StartRouteWatch(context.Background(), "marina")() // not marina's: nothing started
+	StartRouteWatch(context.Background(), "marina", &Library{})() // not marina's: nothing started
 }

@@ -3,7 +3,6 @@ package lima
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,45 +11,14 @@ import (
 	"github.com/lima-vm/lima/v2/pkg/limayaml"
 
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
-
-func TestDefaultProbeIsProbeScript(t *testing.T) {
-	if got := DefaultProvision().probe(); got != probeScript {
-		t.Errorf("the default provisioning's probe differs from probe.sh:\n%s", got)
-	}
-}
-
-// A provisioning without tools (the VM test's image has Docker and needs no
-// download) renders a script that downloads nothing and a probe that waits
-// for Docker only.
-func TestProvisionWithoutTools(t *testing.T) {
-	p := DefaultProvision()
-	p.Binaries = nil
-	s, err := p.Script()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(s, "\n    install_pinned ") || strings.Contains(s, "dpkg --print-architecture") || strings.Contains(s, "https://") {
-		t.Errorf("a provisioning without tools still downloads:\n%s", s)
-	}
-	probe := p.probe()
-	if strings.Contains(probe, "command -v") || !strings.Contains(probe, "docker info") {
-		t.Errorf("probe without tools:\n%s", probe)
-	}
-	for name, script := range map[string]string{"provision": s, "probe": probe} {
-		cmd := exec.Command("bash", "-n")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("bash -n %s: %v\n%s", name, err, out)
-		}
-	}
-}
 
 // Driver.Provision is what the VM is created with and what every boot
 // keeps (the boot's refresh must not put the default back).
 func TestDriverProvisionOverride(t *testing.T) {
 	d, f := fakeDriver(t, nil)
-	p := DefaultProvision()
+	p := limavm.DefaultProvision()
 	p.Binaries = nil
 	p.Packages = []string{"curl"}
 	d.Provision = &p

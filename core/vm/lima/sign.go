@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // EntitlementVirtualization is the entitlement Virtualization.framework
@@ -254,7 +256,7 @@ func checkEntitlement(ctx context.Context, run hostRunner, exe, home string, war
 		plist = "vz.entitlements"
 		how = " (a plist with <key>" + EntitlementVirtualization + "</key><true/>, as in marina's packaging/darwin/vz.entitlements)"
 	}
-	sign, qerr := QuoteArgs(signArgv(plist, exe))
+	sign, qerr := limavm.QuoteArgs(signArgv(plist, exe))
 	if qerr != nil {
 		sign = strings.Join(signArgv(plist, exe), " ")
 	}

@@ -18,13 +18,8 @@ import (
 
 	"github.com/bcollard/marina/core/atomicfile"
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
-
-// guestUser is the user Lima creates in a VM marina creates. It is pinned
-// because Lima otherwise derives it from the host user name. A VM marina
-// did not create (an adopted klimax VM) may have another: everything that
-// logs in or hands the Docker socket to the guest user asks guestUserOf.
-const guestUser = "lima"
 
 // guestUserOf is the guest user of a VM with Lima configuration y (as Lima
 // loaded it): user.name, or, when unset, what Lima itself uses — the host
@@ -36,7 +31,7 @@ const guestUser = "lima"
 func guestUserOf(ctx context.Context, y *limatype.LimaYAML) string {
 	switch {
 	case y == nil:
-		return guestUser
+		return limavm.GuestUser
 	case y.User.Name != nil && *y.User.Name != "":
 		return *y.User.Name
 	}
@@ -45,16 +40,6 @@ func guestUserOf(ctx context.Context, y *limatype.LimaYAML) string {
 
 // guestDockerSocket is where Docker listens in the VM.
 const guestDockerSocket = "/run/docker.sock"
-
-// Image is one VM disk image for one architecture.
-type Image struct {
-	// Arch in GOARCH spelling: amd64 or arm64.
-	Arch string
-	// Location is the image URL (or a local path).
-	Location string
-	// Digest pins the image content, e.g. sha256:<64 hex digits>; required.
-	Digest string
-}
 
 // TemplateOptions are the facts about the host that the VM template
 // depends on. The zero value describes this machine, except Home.
@@ -68,26 +53,13 @@ type TemplateOptions struct {
 	Home string
 	// Images replaces DefaultImages (e.g. a newer Ubuntu release or a local
 	// mirror); every image needs a digest.
-	Images []Image
+	Images []limavm.Image
 	// Provision replaces DefaultProvision.
-	Provision *Provision
+	Provision *limavm.Provision
 	// Networks are extra networks of a qemu VM (Lima's `networks:`; the
 	// first is lima0). A vz VM gets vzNAT and ignores them. The VM test
 	// serves one on a socket (test/vm) to give its qemu VM a lima0.
 	Networks []limatype.Network
-}
-
-// RegistryCacheDir is the host directory that keeps the pull-through
-// registry caches when registries.cacheStorage is host. It is shared with
-// the VM at the same path, so a bind mount of it means the same on both sides.
-func RegistryCacheDir(home string) string {
-	return filepath.Join(home, ".marina", "registry-cache")
-}
-
-// DockerSocket is the host end of the VM's Docker socket, which Lima
-// forwards: ~/.<vm name>.docker.sock.
-func DockerSocket(home, vmName string) string {
-	return filepath.Join(home, "."+vmName+".docker.sock")
 }
 
 // Template builds the Lima instance configuration of marina's VM from the
@@ -133,7 +105,7 @@ func Template(cfg *config.Config, opts TemplateOptions) (*limatype.LimaYAML, err
 
 	images := opts.Images
 	if images == nil {
-		images = DefaultImages()
+		images = limavm.DefaultImages()
 	}
 	var limaImages []limatype.Image
 	for i, img := range images {
@@ -150,7 +122,7 @@ func Template(cfg *config.Config, opts TemplateOptions) (*limatype.LimaYAML, err
 		return nil, fmt.Errorf("no VM image for %s; give one in TemplateOptions.Images", goarch)
 	}
 
-	prov := DefaultProvision()
+	prov := limavm.DefaultProvision()
 	if opts.Provision != nil {
 		prov = *opts.Provision
 	}
@@ -173,7 +145,7 @@ func Template(cfg *config.Config, opts TemplateOptions) (*limatype.LimaYAML, err
 		SSH:    limatype.SSH{LoadDotSSHPubKeys: ptr(false)},
 		// Docker runs the containers; Lima's containerd/nerdctl stays off.
 		Containerd:   limatype.Containerd{System: ptr(false), User: ptr(false)},
-		User:         limatype.User{Name: ptr(guestUser)},
+		User:         limatype.User{Name: ptr(limavm.GuestUser)},
 		Provision:    provision,
 		Probes:       probes,
 		HostResolver: limatype.HostResolver{Hosts: map[string]string{"host.docker.internal": "host.lima.internal"}},
@@ -192,7 +164,7 @@ func Template(cfg *config.Config, opts TemplateOptions) (*limatype.LimaYAML, err
 		y.Networks = append([]limatype.Network(nil), opts.Networks...)
 	}
 	if cfg.Registries.CacheStorage == "host" {
-		dir := RegistryCacheDir(opts.Home)
+		dir := limavm.RegistryCacheDir(opts.Home)
 		y.Mounts = append(y.Mounts, limatype.Mount{Location: dir, MountPoint: ptr(dir), Writable: ptr(true)})
 	}
 	if cfg.Network.DisablePortMirroring {
@@ -216,7 +188,7 @@ func Template(cfg *config.Config, opts TemplateOptions) (*limatype.LimaYAML, err
 }
 
 // provisioning is the provision and probe sections of the template.
-func provisioning(p Provision) ([]limatype.Provision, []limatype.Probe, error) {
+func provisioning(p limavm.Provision) ([]limatype.Provision, []limatype.Probe, error) {
 	script, err := p.Script()
 	if err != nil {
 		return nil, nil, err
@@ -227,7 +199,7 @@ func provisioning(p Provision) ([]limatype.Provision, []limatype.Probe, error) {
 		}}, []limatype.Probe{{
 			Mode:        limatype.ProbeModeReadiness,
 			Description: "the Docker engine answers on " + guestDockerSocket,
-			Script:      ptr(p.probe()),
+			Script:      ptr(p.Probe()),
 			Hint:        "see /var/log/cloud-init-output.log in the VM (`marina shell -- sudo tail -n 50 /var/log/cloud-init-output.log`)",
 		}}, nil
 }
@@ -240,14 +212,14 @@ func provisioning(p Provision) ([]limatype.Provision, []limatype.Probe, error) {
 // guest user (guestUserOf), which owns the Docker socket. It reports whether
 // it rewrote the file.
 func refreshProvisioning(instDir, user string) (bool, error) {
-	prov := DefaultProvision()
+	prov := limavm.DefaultProvision()
 	prov.SocketUser = user
 	return refreshProvisioningTo(instDir, prov)
 }
 
 // refreshProvisioningTo is refreshProvisioning with the provisioning prov
 // (Driver.Provision, with the VM's guest user as its socket user).
-func refreshProvisioningTo(instDir string, prov Provision) (bool, error) {
+func refreshProvisioningTo(instDir string, prov limavm.Provision) (bool, error) {
 	path := filepath.Join(instDir, filenames.LimaYAML)
 	b, err := os.ReadFile(path)
 	if err != nil {

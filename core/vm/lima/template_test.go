@@ -1,10 +1,8 @@
 package lima
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,33 +10,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bcollard/marina/test/golden"
+
 	"github.com/goccy/go-yaml"
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/limayaml"
 
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run `go test ./core/vm/lima/ -update` to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run with -update if the change is intended):\n--- got\n%s", path, got)
-	}
-}
 
 const testHome = "/Users/dev"
 
@@ -69,7 +49,7 @@ func TestTemplateGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "lima-"+tc.name+".yaml", b)
+			golden.Check(t, "testdata/lima-"+tc.name+".yaml", b)
 			checkLimaAccepts(t, b)
 		})
 	}
@@ -127,12 +107,12 @@ func TestTemplateErrors(t *testing.T) {
 		{name: "riscv", opts: TemplateOptions{GOOS: "linux", GOARCH: "riscv64", Home: testHome}, want: "riscv64"},
 		{name: "relative home", opts: TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: "dev"}, want: "not absolute"},
 		{name: "image without digest", opts: TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome,
-			Images: []Image{{Arch: "arm64", Location: "https://example.com/x.img"}}}, want: "pinned by digest"},
+			Images: []limavm.Image{{Arch: "arm64", Location: "https://example.com/x.img"}}}, want: "pinned by digest"},
 		{name: "no image for arch", opts: TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome,
-			Images: []Image{{Arch: "amd64", Location: "https://example.com/x.img", Digest: "sha256:" + strings.Repeat("0", 64)}}}, want: "no VM image for arm64"},
-		{name: "unfilled pin", opts: TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome, Provision: func() *Provision {
-			p := DefaultProvision()
-			p.Binaries[0].Files["arm64"] = File{URL: p.Binaries[0].Files["arm64"].URL, SHA256: "FILL-ME"}
+			Images: []limavm.Image{{Arch: "amd64", Location: "https://example.com/x.img", Digest: "sha256:" + strings.Repeat("0", 64)}}}, want: "no VM image for arm64"},
+		{name: "unfilled pin", opts: TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome, Provision: func() *limavm.Provision {
+			p := limavm.DefaultProvision()
+			p.Binaries[0].Files["arm64"] = limavm.File{URL: p.Binaries[0].Files["arm64"].URL, SHA256: "FILL-ME"}
 			return &p
 		}()}, want: "pins.go"},
 		{name: "unloaded config", opts: TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome}, edit: func(c *config.Config) { c.VM.CPUs = 0 }, want: "vm.cpus"},
@@ -184,7 +164,7 @@ func TestDefaultImagesMatchLimaTemplate(t *testing.T) {
 	dated := regexp.MustCompile(`^https://cloud-images\.ubuntu\.com/releases/noble/release-([0-9]{8})/ubuntu-24\.04-server-cloudimg-(amd64|arm64)\.img$`)
 	last := map[string]string{}
 	seen := map[string]bool{}
-	for _, img := range DefaultImages() {
+	for _, img := range limavm.DefaultImages() {
 		m := dated.FindStringSubmatch(img.Location)
 		if m == nil || m[2] != img.Arch {
 			t.Errorf("%s (%s): not a dated noble release image of that architecture", img.Location, img.Arch)
@@ -206,7 +186,7 @@ func TestDefaultImagesMatchLimaTemplate(t *testing.T) {
 	}
 	for _, arch := range []string{"amd64", "arm64"} {
 		n := 0
-		for _, img := range DefaultImages() {
+		for _, img := range limavm.DefaultImages() {
 			if img.Arch == arch {
 				n++
 			}
@@ -226,7 +206,7 @@ func TestTemplateListsEveryFallbackImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []string
-	for _, img := range DefaultImages() {
+	for _, img := range limavm.DefaultImages() {
 		if img.Arch == "arm64" {
 			want = append(want, img.Location+" "+img.Digest)
 		}
@@ -260,11 +240,11 @@ func TestRenderRoundTrip(t *testing.T) {
 	if err := limayaml.Unmarshal(b, &back, "rendered"); err != nil {
 		t.Fatal(err)
 	}
-	script, _ := DefaultProvision().Script()
+	script, _ := limavm.DefaultProvision().Script()
 	if got := *back.Provision[0].Script; got != script {
 		t.Errorf("provision script changed in the round trip:\n%s", got)
 	}
-	if got := *back.Probes[0].Script; got != probeScript {
+	if got := *back.Probes[0].Script; got != limavm.DefaultProvision().Probe() {
 		t.Errorf("probe changed in the round trip:\n%s", got)
 	}
 	if *back.CPUs != 4 || *back.Memory != "10GiB" || back.PortForwards[0].GuestIPMustBeZero == nil || *back.PortForwards[0].GuestIPMustBeZero {

@@ -1,13 +1,13 @@
-// Package limaengine is marina's Lima engine: the parts of Lima that
-// create, boot, stop and delete a VM and run its host agent, in their own
-// program (lima.EngineName, built from cmd/marina-lima) so that the marina
-// binary does not link them. Lima's VM drivers pull in its user-mode
-// networking (gvisor-tap-vsock, gopacket), whose package init alone cost
-// every marina command and every built-in plugin ~90 ms; marina starts the
-// engine only to change the VM's state. The protocol is lima.EngineRequest
-// on stdin, lima.EngineEvent lines on stdout (Lima's log lines as progress,
-// then the result); SIGINT or SIGTERM ends the request's context, as
-// Ctrl-C did when Lima ran inside marina.
+// Package limaengine is marina's Lima engine: the lima driver (core/vm/lima,
+// on Lima itself) and Lima's host agent, in their own program
+// (limavm.EngineName, built from cmd/marina-lima) so that the marina binary
+// links no Lima package. Lima's VM drivers pull in its user-mode networking
+// (gvisor-tap-vsock, gopacket), whose package init alone cost every marina
+// command and every built-in plugin ~90 ms. marina's lima driver
+// (core/vm/limavm) sends one limavm.EngineRequest per operation on stdin;
+// the engine answers with limavm.EngineEvent lines on stdout (progress, then
+// the result); SIGINT or SIGTERM ends the request's context, as Ctrl-C did
+// when Lima ran inside marina.
 //
 // On macOS the engine is also Lima's host agent (`marina-lima hostagent
 // ...`, RunHostAgent): it needs cgo and the
@@ -29,6 +29,7 @@ import (
 
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // maxRequest bounds the request read from stdin (a lima.yaml is a few KiB).
@@ -42,20 +43,20 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// Its context is never cancelled: SIGINT/SIGTERM reach the agent
 		// through its own signal channel and shut the VM down cleanly.
 		if err := RunHostAgent(context.Background(), args, stdout, stderr); err != nil {
-			fmt.Fprintf(stderr, "%s hostagent: %v\n", lima.EngineName, err)
+			fmt.Fprintf(stderr, "%s hostagent: %v\n", limavm.EngineName, err)
 			return exitcode.Failure
 		}
 		return exitcode.OK
-	case len(args) == 1 && args[0] == lima.EngineArg:
+	case len(args) == 1 && args[0] == limavm.EngineArg:
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return serve(ctx, stdin, stdout)
 	case len(args) == 1 && (args[0] == "version" || args[0] == "--version"):
-		fmt.Fprintf(stdout, "%s (Lima %s, vz %v)\n", lima.EngineName, lima.LimaVersion, vzCompiled)
+		fmt.Fprintf(stdout, "%s (Lima %s, vz %v)\n", limavm.EngineName, lima.LimaVersion, lima.VZCompiled)
 		return exitcode.OK
 	default:
 		fmt.Fprintf(stderr, "%s is marina's Lima engine; marina runs it (`%s engine` with a JSON request on stdin, `%s hostagent ...` as Lima's host agent), not you.\n",
-			lima.EngineName, lima.EngineName, lima.EngineName)
+			limavm.EngineName, limavm.EngineName, limavm.EngineName)
 		return exitcode.Usage
 	}
 }
@@ -65,7 +66,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // was written (success or failure alike: the result says which).
 func serve(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	w := &eventWriter{enc: json.NewEncoder(stdout)}
-	var req lima.EngineRequest
+	var req limavm.EngineRequest
 	b, err := io.ReadAll(io.LimitReader(stdin, maxRequest+1))
 	switch {
 	case err != nil:
@@ -76,64 +77,65 @@ func serve(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	if err := json.Unmarshal(b, &req); err != nil {
 		return w.result(nil, fmt.Errorf("the request is not JSON: %w", err))
 	}
-	if req.Protocol != lima.EngineProtocol {
+	if req.Protocol != limavm.EngineProtocol {
 		exe, _ := os.Executable()
 		return w.result(nil, fmt.Errorf("%w: %s speaks engine protocol %d, the marina that ran it %d; "+
 			"install both from the same release (make install, the release archive or Homebrew: README, Install)",
-			lima.ErrEngineProtocol, exe, lima.EngineProtocol, req.Protocol))
+			limavm.ErrEngineProtocol, exe, limavm.EngineProtocol, req.Protocol))
 	}
-	if req.LimaHome != "" {
-		if err := os.MkdirAll(req.LimaHome, 0o700); err != nil {
-			return w.result(nil, fmt.Errorf("create marina's Lima directory: %w", err))
-		}
-		// Lima reads LIMA_HOME from the environment; the host agent it
-		// spawns inherits it.
-		if err := os.Setenv("LIMA_HOME", req.LimaHome); err != nil {
-			return w.result(nil, err)
-		}
+	if req.Op == limavm.OpInfo {
+		return w.result(&limavm.EngineEvent{VZ: lima.VZCompiled, LimaVersion: lima.LimaVersion}, nil)
 	}
-	stampVersion()
+	if req.Home == "" || req.Config == nil {
+		return w.result(nil, fmt.Errorf("the %s request has no home directory or config", req.Op))
+	}
+	limaHome := limavm.LimaHome(req.Home)
+	if err := os.MkdirAll(limaHome, 0o700); err != nil {
+		return w.result(nil, fmt.Errorf("create marina's Lima directory: %w", err))
+	}
+	// Lima reads LIMA_HOME from the environment; the host agent it spawns
+	// inherits it.
+	if err := os.Setenv("LIMA_HOME", limaHome); err != nil {
+		return w.result(nil, err)
+	}
 	// Lima's log lines become progress lines.
 	logger := logrus.StandardLogger()
 	logger.SetOutput(io.Discard)
 	logger.AddHook(progressHook{w})
+	progress := func(s string) { w.write(limavm.EngineEvent{Progress: s}) }
 
-	var l library
-	var info *lima.EngineEvent
+	ev := &limavm.EngineEvent{}
 	err = func() error {
+		d := lima.New(req.Config, req.Home, &lima.Library{})
+		d.Options = req.Options
 		switch req.Op {
-		case lima.OpInfo:
-			info = &lima.EngineEvent{VZ: vzCompiled, LimaVersion: lima.LimaVersion}
+		case limavm.OpStatus:
+			st, err := d.Status(ctx)
+			ev.Status = &st
+			return err
+		case limavm.OpUp:
+			st, err := d.Start(ctx, progress)
+			if err != nil {
+				return err
+			}
+			ev.Status, ev.Pending = &st, d.Pending()
 			return nil
-		case lima.OpCreate:
-			_, err := l.Create(ctx, req.Instance, req.YAML)
+		case limavm.OpDown:
+			return d.Stop(ctx)
+		case limavm.OpDestroy:
+			return d.Delete(ctx)
+		case limavm.OpPlanResize:
+			r, err := d.PlanResize(ctx)
+			ev.Resize = &r
+			return err
+		case limavm.OpSSHTarget:
+			t, err := d.SSHTarget(ctx)
+			ev.SSH = &t
 			return err
 		}
-		if req.Op != lima.OpStart && req.Op != lima.OpStop && req.Op != lima.OpStopForcibly && req.Op != lima.OpDelete {
-			return fmt.Errorf("%w %q", lima.ErrUnknownEngineOp, req.Op)
-		}
-		inst, err := l.Inspect(ctx, req.Instance)
-		if err != nil {
-			return fmt.Errorf("inspect the Lima instance %s: %w", req.Instance, err)
-		}
-		switch req.Op {
-		case lima.OpStart:
-			opts := req.Start
-			if opts.HostAgent == "" {
-				if opts.HostAgent, err = os.Executable(); err != nil {
-					return err
-				}
-			}
-			return l.Start(ctx, inst, opts)
-		case lima.OpStop:
-			return l.Stop(ctx, inst)
-		case lima.OpStopForcibly:
-			return l.StopForcibly(ctx, inst)
-		default:
-			return l.Delete(ctx, inst)
-		}
+		return fmt.Errorf("%w %q", limavm.ErrUnknownEngineOp, req.Op)
 	}()
-	return w.result(info, err)
+	return w.result(ev, err)
 }
 
 // eventWriter writes EngineEvent lines; Lima logs from several goroutines.
@@ -142,23 +144,23 @@ type eventWriter struct {
 	enc *json.Encoder
 }
 
-func (w *eventWriter) write(ev lima.EngineEvent) {
+func (w *eventWriter) write(ev limavm.EngineEvent) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	_ = w.enc.Encode(ev)
 }
 
 // result writes the last line: ev (or an empty one) marked done, or err.
-func (w *eventWriter) result(ev *lima.EngineEvent, err error) int {
-	out := lima.EngineEvent{Done: true}
+func (w *eventWriter) result(ev *limavm.EngineEvent, err error) int {
+	out := limavm.EngineEvent{Done: true}
 	if ev != nil {
 		out = *ev
 		out.Done = true
 	}
 	if err != nil {
-		out = lima.EngineEvent{Error: err.Error(), Interrupted: errors.Is(err, lima.ErrStartInterrupted)}
+		out = limavm.EngineEvent{Error: err.Error(), Interrupted: errors.Is(err, limavm.ErrStartInterrupted)}
 	}
-	out.Protocol = lima.EngineProtocol
+	out.Protocol = limavm.EngineProtocol
 	w.write(out)
 	return exitcode.OK
 }
@@ -171,6 +173,6 @@ func (h progressHook) Levels() []logrus.Level {
 }
 
 func (h progressHook) Fire(e *logrus.Entry) error {
-	h.w.write(lima.EngineEvent{Progress: e.Message})
+	h.w.write(limavm.EngineEvent{Progress: e.Message})
 	return nil
 }

@@ -103,7 +103,7 @@ func RunHostAgent(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer srv.Close()
 	// Keep the host's route to the bridge on the VM's current address
 	// (sleep/wake, a new network) while the VM runs (routewatch.go).
-	defer lima.StartRouteWatch(ctx, a.Instance)()
+	defer lima.StartRouteWatch(ctx, a.Instance, &lima.Library{})()
 	return ha.Run(ctx)
 }
 

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 	"github.com/lima-vm/lima/v2/pkg/driver"
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/registry"
 	"github.com/sirupsen/logrus"
-
-	"github.com/bcollard/marina/core/vm/lima"
 )
 
 // testVMType is a Lima VM driver registered in Lima's own registry by the
@@ -88,9 +88,9 @@ func (v *testVM) Configure(_ context.Context, inst *limatype.Instance) (*driver.
 
 // testInstance writes a Lima instance of the test VM type under a scratch
 // LIMA_HOME, as Lima would have created it (lima.yaml, lima-version, the
-// downloaded image), and returns the library and the instance as Lima
+// downloaded image), and returns the lima.Library and the instance as Lima
 // inspects it.
-func testInstance(t *testing.T) (*library, *limatype.Instance) {
+func testInstance(t *testing.T) (*lima.Library, *limatype.Instance) {
 	t.Helper()
 	// Short: the host agent's socket path must fit UNIX_PATH_MAX.
 	home, err := os.MkdirTemp("", "mlt")
@@ -106,7 +106,7 @@ func testInstance(t *testing.T) (*library, *limatype.Instance) {
 			_ = os.Unsetenv("LIMA_HOME")
 		}
 	})
-	lib := &library{}
+	lib := &lima.Library{}
 	limaHome := filepath.Join(home, "lima")
 	if err := os.Setenv("LIMA_HOME", limaHome); err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestStartInterruptedLeavesTheHostAgentRunning(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- lib.Start(ctx, inst, StartOptions{HostAgent: agent, GuestAgent: ga, Timeout: time.Minute})
+		errc <- lib.Start(ctx, inst, lima.StartOptions{HostAgent: agent, GuestAgent: ga, Timeout: time.Minute})
 	}()
 	pid := agentPID(t, inst)
 	select {
@@ -237,8 +237,8 @@ func TestStartInterruptedLeavesTheHostAgentRunning(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Start did not return after its context was cancelled")
 	}
-	if !errors.Is(err, ErrStartInterrupted) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "keeps booting") {
-		t.Errorf("Start after cancel = %v; want ErrStartInterrupted wrapping context.Canceled, saying the VM keeps booting", err)
+	if !errors.Is(err, limavm.ErrStartInterrupted) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "keeps booting") {
+		t.Errorf("Start after cancel = %v; want limavm.ErrStartInterrupted wrapping context.Canceled, saying the VM keeps booting", err)
 	}
 	// Give a kill (which Go's exec sends at once on cancel) time to land.
 	time.Sleep(500 * time.Millisecond)
@@ -253,7 +253,7 @@ func TestStartInterruptedLeavesTheHostAgentRunning(t *testing.T) {
 	}
 }
 
-// TestStartTimeoutReachesLima: StartOptions.Timeout is the time Lima waits
+// TestStartTimeoutReachesLima: lima.StartOptions.Timeout is the time Lima waits
 // for the VM to report running (limactl start --timeout): a host agent that
 // never reports gives up after it, not after Lima's 10 minutes.
 func TestStartTimeoutReachesLima(t *testing.T) {
@@ -266,7 +266,7 @@ func TestStartTimeoutReachesLima(t *testing.T) {
 	begin := time.Now()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- lib.Start(context.Background(), inst, StartOptions{HostAgent: agent, GuestAgent: ga, Timeout: 2 * time.Second})
+		errc <- lib.Start(context.Background(), inst, lima.StartOptions{HostAgent: agent, GuestAgent: ga, Timeout: 2 * time.Second})
 	}()
 	pid := agentPID(t, inst)
 	var err error
@@ -275,7 +275,7 @@ func TestStartTimeoutReachesLima(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Start did not give up after its 2s timeout")
 	}
-	if err == nil || errors.Is(err, ErrStartInterrupted) || !strings.Contains(err.Error(), "running") {
+	if err == nil || errors.Is(err, limavm.ErrStartInterrupted) || !strings.Contains(err.Error(), "running") {
 		t.Errorf("Start with a silent host agent = %v; want Lima's `did not receive an event with the running status`", err)
 	}
 	if took := time.Since(begin); took < 2*time.Second {
@@ -292,8 +292,8 @@ func TestStartInterruptedBeforeTheSpawn(t *testing.T) {
 	agent, _ := fakeHostAgent(t, t.TempDir())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := lib.Start(ctx, inst, StartOptions{HostAgent: agent, GuestAgent: agent})
-	if !errors.Is(err, ErrStartInterrupted) || !strings.Contains(err.Error(), "before it started") {
+	err := lib.Start(ctx, inst, lima.StartOptions{HostAgent: agent, GuestAgent: agent})
+	if !errors.Is(err, limavm.ErrStartInterrupted) || !strings.Contains(err.Error(), "before it started") {
 		t.Errorf("Start on a cancelled context = %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(inst.Dir, "ha.pid")); !os.IsNotExist(err) {

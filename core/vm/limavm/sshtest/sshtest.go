@@ -1,4 +1,6 @@
-package lima
+// Package sshtest is a real SSH server on 127.0.0.1 for the tests of
+// marina's guest commands (core/vm/limavm, core/vm/lima).
+package sshtest
 
 import (
 	"crypto/ed25519"
@@ -20,17 +22,17 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// testSSHServer is a real SSH server on 127.0.0.1 (golang.org/x/crypto/ssh)
+// Server is a real SSH server on 127.0.0.1 (golang.org/x/crypto/ssh)
 // that runs each exec request locally with `sh -c`, as sshd runs it with
 // the user's shell: a real protocol exchange for the guest-exec tests.
 // (sh here is dash, which, unlike bash, does not exec the last command of
 // -c: marina's `exec` prefix is what makes signals reach the command.)
-type testSSHServer struct {
-	addr    string
-	port    int
-	keyFile string // the client's private key (PEM, 0600)
-	conns   atomic.Int32
-	ended   chan int // pid of every command that ended
+type Server struct {
+	Addr    string
+	Port    int
+	KeyFile string // the client's private key (PEM, 0600)
+	Conns   atomic.Int32
+	Ended   chan int // pid of every command that ended
 
 	mu    sync.Mutex
 	open  []net.Conn
@@ -40,7 +42,8 @@ type testSSHServer struct {
 	procs map[int]bool
 }
 
-func startSSHServer(t *testing.T) *testSSHServer {
+// Start starts a Server for the test t; the test's cleanup stops it.
+func Start(t *testing.T) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
@@ -60,7 +63,7 @@ func startSSHServer(t *testing.T) *testSSHServer {
 	authorized, _ := ssh.NewPublicKey(clientPub)
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(md ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
-			if md.User() == guestUser && string(key.Marshal()) == string(authorized.Marshal()) {
+			if md.User() == "lima" && string(key.Marshal()) == string(authorized.Marshal()) {
 				return nil, nil
 			}
 			return nil, errors.New("unknown key")
@@ -87,8 +90,8 @@ func startSSHServer(t *testing.T) *testSSHServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &testSSHServer{addr: ln.Addr().String(), port: ln.Addr().(*net.TCPAddr).Port, keyFile: keyFile,
-		ended: make(chan int, 100), ln: ln, path: bin + ":/usr/bin:/bin", procs: map[int]bool{}}
+	s := &Server{Addr: ln.Addr().String(), Port: ln.Addr().(*net.TCPAddr).Port, KeyFile: keyFile,
+		Ended: make(chan int, 100), ln: ln, path: bin + ":/usr/bin:/bin", procs: map[int]bool{}}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -97,7 +100,7 @@ func startSSHServer(t *testing.T) *testSSHServer {
 			if err != nil {
 				return
 			}
-			s.conns.Add(1)
+			s.Conns.Add(1)
 			s.mu.Lock()
 			s.open = append(s.open, c)
 			s.mu.Unlock()
@@ -110,7 +113,7 @@ func startSSHServer(t *testing.T) *testSSHServer {
 	}()
 	t.Cleanup(func() {
 		_ = ln.Close()
-		s.dropConnections()
+		s.DropConnections()
 		s.mu.Lock()
 		for pid := range s.procs {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -122,7 +125,8 @@ func startSSHServer(t *testing.T) *testSSHServer {
 }
 
 // dropConnections closes every client connection (like a VM restart).
-func (s *testSSHServer) dropConnections() {
+// DropConnections closes every open connection (a VM that went away).
+func (s *Server) DropConnections() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.open {
@@ -131,7 +135,7 @@ func (s *testSSHServer) dropConnections() {
 	s.open = nil
 }
 
-func (s *testSSHServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
+func (s *Server) serve(c net.Conn, cfg *ssh.ServerConfig) {
 	_, chans, reqs, err := ssh.NewServerConn(c, cfg)
 	if err != nil {
 		return
@@ -156,7 +160,7 @@ func (s *testSSHServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
 
 var sshSignals = map[string]syscall.Signal{"TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP}
 
-func (s *testSSHServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	var cmd *exec.Cmd
 	exited := make(chan struct{})
@@ -206,7 +210,7 @@ func (s *testSSHServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				s.mu.Lock()
 				delete(s.procs, pid)
 				s.mu.Unlock()
-				s.ended <- pid
+				s.Ended <- pid
 				_, _ = ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, status))
 				_ = ch.CloseWrite()
 				close(exited)

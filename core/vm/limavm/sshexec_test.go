@@ -1,42 +1,28 @@
-package lima
+package limavm
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/lima-vm/lima/v2/pkg/limatype"
-
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm/limavm/sshtest"
 )
 
-// execDriver is a Driver whose VM is the test SSH server: a fake Lima that
-// reports a running instance on the server's port, and Lima's key file
-// where marina's LIMA_HOME keeps it.
-func execDriver(t *testing.T, srv *testSSHServer) *Driver {
+// execDriver is a Driver whose VM is the test SSH server: the engine's
+// answer (the SSH target) is the server's address, key and user.
+func execDriver(t *testing.T, srv *sshtest.Server) *Driver {
 	t.Helper()
-	home := t.TempDir()
-	key := filepath.Join(LimaHome(home), "_config", "user")
-	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
-		t.Fatal(err)
+	d := New(config.Default(), t.TempDir())
+	d.target = func(context.Context) (SSHTarget, error) {
+		return SSHTarget{Addr: "127.0.0.1:" + strconv.Itoa(srv.Port), KeyFile: srv.KeyFile, User: GuestUser}, nil
 	}
-	b, err := os.ReadFile(srv.keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(key, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := New(config.Default(), home)
-	d.lima = &fakeLima{inst: &limatype.Instance{Name: "marina", Status: limatype.StatusRunning, VMType: limatype.VZ,
-		Dir: t.TempDir(), SSHAddress: "127.0.0.1", SSHLocalPort: srv.port}}
 	return d
 }
 
@@ -62,7 +48,7 @@ func TestRemoteCommand(t *testing.T) {
 }
 
 func TestExecQuotingOverSSH(t *testing.T) {
-	srv := startSSHServer(t)
+	srv := sshtest.Start(t)
 	d := execDriver(t, srv)
 	args := []string{"", "a b", "it's", `"q"`, "$HOME", "$(id)", "`id`", "*", "a\nb", "\\", ";reboot", "é", "-n"}
 	out, err := d.Exec(context.Background(), append([]string{"printf", `%s\0`}, args...), nil)
@@ -77,7 +63,7 @@ func TestExecQuotingOverSSH(t *testing.T) {
 }
 
 func TestExecReusesOneConnection(t *testing.T) {
-	srv := startSSHServer(t)
+	srv := sshtest.Start(t)
 	d := execDriver(t, srv)
 	ctx := context.Background()
 	for i := range 10 {
@@ -106,13 +92,13 @@ func TestExecReusesOneConnection(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if n := srv.conns.Load(); n != 1 {
+	if n := srv.Conns.Load(); n != 1 {
 		t.Errorf("the server saw %d connections, want 1", n)
 	}
 }
 
 func TestExecStdinAndErrors(t *testing.T) {
-	srv := startSSHServer(t)
+	srv := sshtest.Start(t)
 	d := execDriver(t, srv)
 	ctx := context.Background()
 	out, err := d.Exec(ctx, []string{"cat"}, strings.NewReader("from stdin\n"))
@@ -133,7 +119,7 @@ func TestExecStdinAndErrors(t *testing.T) {
 }
 
 func TestExecCancellationStopsTheCommand(t *testing.T) {
-	srv := startSSHServer(t)
+	srv := sshtest.Start(t)
 	d := execDriver(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
@@ -146,7 +132,7 @@ func TestExecCancellationStopsTheCommand(t *testing.T) {
 		t.Errorf("Exec returned %v after the cancel", el)
 	}
 	select {
-	case <-srv.ended:
+	case <-srv.Ended:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the command still runs in the guest 5s after the cancel")
 	}
@@ -154,13 +140,13 @@ func TestExecCancellationStopsTheCommand(t *testing.T) {
 	if _, err := d.Exec(context.Background(), []string{"true"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := srv.conns.Load(); n != 1 {
+	if n := srv.Conns.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
 	}
 }
 
 func TestExecDeadlineEnforcedInTheGuest(t *testing.T) {
-	srv := startSSHServer(t)
+	srv := sshtest.Start(t)
 	d := execDriver(t, srv)
 	// The guest's `timeout` ends the command even if marina never cancels
 	// (e.g. the connection is gone): here marina waits without a deadline.
@@ -169,7 +155,7 @@ func TestExecDeadlineEnforcedInTheGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, _, err = d.ssh.Run(context.Background(), cmd, nil)
+	_, _, err = d.guest.ssh.Run(context.Background(), cmd, nil)
 	if err == nil || !strings.Contains(execError([]string{"sleep"}, err, nil).Error(), "exit status 124") {
 		t.Fatalf("Run = %v, want timeout's exit status 124", err)
 	}
@@ -185,32 +171,34 @@ func TestExecDeadlineEnforcedInTheGuest(t *testing.T) {
 }
 
 func TestExecRedialsAfterTheConnectionBreaks(t *testing.T) {
-	srv := startSSHServer(t)
+	srv := sshtest.Start(t)
 	d := execDriver(t, srv)
 	ctx := context.Background()
 	if _, err := d.Exec(ctx, []string{"true"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	srv.dropConnections()
+	srv.DropConnections()
 	out, err := d.Exec(ctx, []string{"echo", "again"}, nil)
 	if err != nil || strings.TrimSpace(string(out)) != "again" {
 		t.Fatalf("Exec after the connection broke = %q, %v", out, err)
 	}
-	if n := srv.conns.Load(); n != 2 {
+	if n := srv.Conns.Load(); n != 2 {
 		t.Errorf("%d connections, want 2 (one redial)", n)
 	}
 }
 
 func TestExecRefuses(t *testing.T) {
-	srv := startSSHServer(t)
-	e := newSSHExecutor(guestUser, func(context.Context) (string, string, error) {
-		return "192.0.2.1:22", srv.keyFile, nil
+	srv := sshtest.Start(t)
+	e := newSSHExecutor(GuestUser, func(context.Context) (string, string, error) {
+		return "192.0.2.1:22", srv.KeyFile, nil
 	})
 	if _, _, err := e.Run(context.Background(), "true", nil); err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("non-loopback target: %v", err)
 	}
 	d := execDriver(t, srv)
-	d.lima.(*fakeLima).inst.Status = limatype.StatusStopped
+	d.target = func(context.Context) (SSHTarget, error) {
+		return SSHTarget{}, errors.New(`the VM marina is not running (Lima: "Stopped"); ` + "`marina up` starts it")
+	}
 	if _, err := d.Exec(context.Background(), []string{"true"}, nil); err == nil || !strings.Contains(err.Error(), "marina up") {
 		t.Errorf("Exec on a stopped VM: %v", err)
 	}
@@ -241,7 +229,7 @@ func TestShellArgv(t *testing.T) {
 // TestShellThroughSystemSSH runs Shell's argv with the real ssh client
 // against the test server.
 func TestShellThroughSystemSSH(t *testing.T) {
-	srv := startSSHServer(t)
+	srv := sshtest.Start(t)
 	d := execDriver(t, srv)
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -252,5 +240,21 @@ func TestShellThroughSystemSSH(t *testing.T) {
 	}
 	if got := out.String(); got != "a b|it's|$HOME|" {
 		t.Errorf("Shell printed %q", got)
+	}
+}
+
+// TestGuestLogsInAsTheTargetsUser: the shared SSH connection learns the
+// guest user (an adopted VM's, not marina's "lima") when it dials, and
+// marina shell logs in as that user too.
+func TestGuestLogsInAsTheTargetsUser(t *testing.T) {
+	g := NewGuest(func(context.Context) (SSHTarget, error) {
+		return SSHTarget{Addr: "127.0.0.1:60022", KeyFile: "/k", User: "bcollard"}, nil
+	})
+	if _, _, err := g.ssh.target(context.Background()); err != nil || g.ssh.user != "bcollard" {
+		t.Errorf("the SSH executor logs in as %q (%v)", g.ssh.user, err)
+	}
+	argv, err := shellArgv("bcollard", "/k", 60022, []string{"id"}, false)
+	if err != nil || !strings.Contains(strings.Join(argv, " "), " bcollard@127.0.0.1 -- 'id'") {
+		t.Errorf("shell argv = %q, %v", argv, err)
 	}
 }

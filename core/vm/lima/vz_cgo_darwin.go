@@ -1,9 +1,9 @@
 //go:build darwin && cgo
 
-package limaengine
+package lima
 
 // Lima's vz driver (Virtualization.framework) is cgo code; importing it
 // registers it with Lima's driver registry, as limactl does.
 import _ "github.com/lima-vm/lima/v2/pkg/driver/vz"
 
-const vzCompiled = true
+const VZCompiled = true

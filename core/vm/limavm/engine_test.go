@@ -1,8 +1,9 @@
-package lima
+package limavm
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
+	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm"
 )
 
 // buildEngine builds cmd/marina-lima into dir and returns its path.
@@ -32,31 +34,54 @@ func buildEngine(t *testing.T, dir string) string {
 }
 
 // TestEngineRequests runs the real engine: its info, a request it does not
-// know, an operation on an instance that does not exist, and its refusal
-// to be run by hand.
+// know, the lima driver's operations on a VM that does not exist (status:
+// absent; ssh-target: not running; plan-resize: nothing; down and destroy:
+// nothing to do), the Driver's answers through it, a request without a
+// config, and its refusal to be run by hand or by a marina of another
+// release.
 func TestEngineRequests(t *testing.T) {
 	exe := buildEngine(t, t.TempDir())
-	e := engineLima{limaHome: filepath.Join(t.TempDir(), "lima"), exe: exe}
+	home := t.TempDir()
 	ctx := context.Background()
+	cfg := config.Default()
+	cfg.VM.Name = "enginetest"
+	req := func(op string) EngineRequest { return EngineRequest{Op: op, Home: home, Config: cfg} }
 
-	info, err := e.info(ctx)
-	if err != nil || info.VZ || info.LimaVersion != LimaVersion {
+	info, err := runEngine(ctx, exe, EngineRequest{Op: OpInfo}, nil)
+	if err != nil || info.VZ || info.LimaVersion == "" {
 		t.Fatalf("info = %+v, %v (off macOS the engine has no vz driver)", info, err)
 	}
-	if _, err := e.do(ctx, EngineRequest{Op: "reboot"}); err == nil || !strings.Contains(err.Error(), `unknown engine operation "reboot"`) {
+	if _, err := runEngine(ctx, exe, req("reboot"), nil); err == nil || !strings.Contains(err.Error(), `unknown engine operation "reboot"`) {
 		t.Errorf("unknown op: %v", err)
 	}
-	for _, op := range []string{OpStart, OpStop, OpDelete} {
-		_, err := e.do(ctx, EngineRequest{Op: op, Instance: "nosuch"})
-		if err == nil || !strings.Contains(err.Error(), "inspect the Lima instance nosuch") {
-			t.Errorf("%s of a missing instance: %v", op, err)
-		}
+	if _, err := runEngine(ctx, exe, EngineRequest{Op: OpStatus, Home: home}, nil); err == nil || !strings.Contains(err.Error(), "no home directory or config") {
+		t.Errorf("status without a config: %v", err)
 	}
+
+	d := New(cfg, home)
+	d.Executable = exe
+	st, err := d.Status(ctx)
+	if err != nil || st.State != vm.Absent || st.Name != "enginetest" || st.Driver != "lima" {
+		t.Errorf("Status of no VM = %+v, %v", st, err)
+	}
+	if r, err := d.PlanResize(ctx); err != nil || !r.Empty() {
+		t.Errorf("PlanResize of no VM = %+v, %v", r, err)
+	}
+	if _, err := d.Exec(ctx, []string{"true"}, nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("Exec on no VM: %v", err)
+	}
+	if err := d.Stop(ctx); err != nil {
+		t.Errorf("Stop of no VM: %v", err)
+	}
+	if err := d.Delete(ctx); err != nil {
+		t.Errorf("Delete of no VM: %v", err)
+	}
+
 	// A request from a marina of another release: the engine refuses it.
 	cmd := exec.Command(exe, EngineArg)
 	cmd.Stdin = strings.NewReader(`{"protocol":99,"op":"info"}`)
 	out, err := cmd.Output()
-	if err != nil || !strings.Contains(string(out), "engine protocol 1, the marina that ran it 99") || !strings.Contains(string(out), "same release") {
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("engine protocol %d, the marina that ran it 99", EngineProtocol)) || !strings.Contains(string(out), "same release") {
 		t.Errorf("protocol 99: %v\n%s", err, out)
 	}
 
@@ -71,7 +96,7 @@ func TestEngineRequests(t *testing.T) {
 // error names it and how to get it.
 func TestEngineNotFound(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, err := runEngine(context.Background(), "", EngineRequest{Op: OpInfo})
+	_, err := runEngine(context.Background(), "", EngineRequest{Op: OpInfo}, nil)
 	if err == nil || !strings.Contains(err.Error(), EngineName+", marina's Lima engine") || !strings.Contains(err.Error(), "reinstall marina") {
 		t.Fatalf("err = %v", err)
 	}
@@ -103,10 +128,10 @@ func fakeEngine(t *testing.T, script string) string {
 
 // TestEngineInterrupted: when marina's context ends, the engine gets
 // SIGINT, and its answer (the VM keeps booting) comes back as
-// ErrStartInterrupted wrapping the context's error; Lima's log lines came
-// through logrus on the way.
+// ErrStartInterrupted wrapping the context's error; the progress lines
+// came through on the way.
 func TestEngineInterrupted(t *testing.T) {
-	exe := fakeEngine(t, `trap 'echo "{\"protocol\":1,\"error\":\"stopped waiting for the VM marina; it keeps booting\",\"interrupted\":true}"; exit 0' INT
+	exe := fakeEngine(t, `trap 'echo "{\"protocol\":2,\"error\":\"stopped waiting for the VM marina; it keeps booting\",\"interrupted\":true}"; exit 0' INT
 cat >/dev/null
 echo '{"progress":"booting the VM"}'
 sleep 30 &
@@ -114,8 +139,7 @@ wait
 `)
 	var mu sync.Mutex
 	var lines []string
-	restore := captureLimaLogs(func(s string) { mu.Lock(); lines = append(lines, s); mu.Unlock() })
-	defer restore()
+	progress := func(s string) { mu.Lock(); lines = append(lines, s); mu.Unlock() }
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for range 200 {
@@ -130,7 +154,7 @@ wait
 		cancel()
 	}()
 	start := time.Now()
-	_, err := runEngine(ctx, exe, EngineRequest{Op: OpStart, Instance: "marina"})
+	_, err := runEngine(ctx, exe, EngineRequest{Op: OpUp}, progress)
 	if !errors.Is(err, ErrStartInterrupted) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "keeps booting") {
 		t.Fatalf("err = %v", err)
 	}
@@ -147,15 +171,15 @@ wait
 // TestEngineProtocolMismatch: an engine of another release (its result
 // carries another protocol, or none) is refused, whatever it answered.
 func TestEngineProtocolMismatch(t *testing.T) {
-	for _, answer := range []string{`{"done":true}`, `{"protocol":2,"done":true}`, `{"protocol":7,"error":"boom"}`} {
+	for _, answer := range []string{`{"done":true}`, `{"protocol":1,"done":true}`, `{"protocol":7,"error":"boom"}`} {
 		exe := fakeEngine(t, "cat >/dev/null\necho '"+answer+"'\n")
-		_, err := runEngine(context.Background(), exe, EngineRequest{Op: OpInfo})
+		_, err := runEngine(context.Background(), exe, EngineRequest{Op: OpInfo}, nil)
 		if !errors.Is(err, ErrEngineProtocol) || !strings.Contains(err.Error(), "same release") {
 			t.Errorf("%s: err = %v", answer, err)
 		}
 	}
-	exe := fakeEngine(t, "cat >/dev/null\necho '{\"protocol\":1,\"done\":true,\"limaVersion\":\"x\"}'\n")
-	if ev, err := runEngine(context.Background(), exe, EngineRequest{Op: OpInfo}); err != nil || ev.LimaVersion != "x" {
+	exe := fakeEngine(t, "cat >/dev/null\necho '{\"protocol\":2,\"done\":true,\"limaVersion\":\"x\"}'\n")
+	if ev, err := runEngine(context.Background(), exe, EngineRequest{Op: OpInfo}, nil); err != nil || ev.LimaVersion != "x" {
 		t.Errorf("same protocol: %+v, %v", ev, err)
 	}
 }
@@ -164,8 +188,7 @@ func TestEngineProtocolMismatch(t *testing.T) {
 // an error carrying its last stderr lines.
 func TestEngineDiesWithoutResult(t *testing.T) {
 	exe := fakeEngine(t, "cat >/dev/null\necho 'panic: boom' >&2\nexit 2\n")
-	logrus.SetLevel(logrus.InfoLevel)
-	_, err := runEngine(context.Background(), exe, EngineRequest{Op: OpStop, Instance: "marina"})
+	_, err := runEngine(context.Background(), exe, EngineRequest{Op: OpDown}, nil)
 	if err == nil || !strings.Contains(err.Error(), "ended without a result") || !strings.Contains(err.Error(), "panic: boom") {
 		t.Fatalf("err = %v", err)
 	}
@@ -174,7 +197,7 @@ func TestEngineDiesWithoutResult(t *testing.T) {
 	// marina still answers, within engineDrain, not when that process ends.
 	exe = fakeEngine(t, "cat >/dev/null\nsleep 30 &\necho 'panic: orphan' >&2\nexit 2\n")
 	start := time.Now()
-	_, err = runEngine(context.Background(), exe, EngineRequest{Op: OpStop, Instance: "marina"})
+	_, err = runEngine(context.Background(), exe, EngineRequest{Op: OpDown}, nil)
 	if err == nil || !strings.Contains(err.Error(), "panic: orphan") {
 		t.Fatalf("err = %v", err)
 	}

@@ -1,4 +1,4 @@
-package lima
+package limavm
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"text/template"
 )
@@ -66,7 +67,7 @@ func DefaultProvision() Provision {
 		},
 		Packages:      []string{"ca-certificates", "curl", "iptables"},
 		DockerPackage: DockerPackage,
-		SocketUser:    guestUser,
+		SocketUser:    GuestUser,
 		Binaries:      DefaultBinaries(),
 	}
 }
@@ -202,4 +203,22 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// Probe is the readiness probe of p: probe.sh's checks of the Docker
+// engine, then one `command -v` per tool p installs (kind, kubectl by
+// default, in that order: the probe of DefaultProvision is probe.sh as it
+// is). A provisioning without tools (a test image that has Docker and
+// nothing to download) waits for Docker only.
+func (p Provision) Probe() string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(probeScript, "\n") {
+		if !strings.HasPrefix(line, "command -v ") {
+			b.WriteString(line)
+		}
+	}
+	for _, bin := range p.Binaries {
+		b.WriteString("command -v " + bin.Name + " >/dev/null\n") // a plain file name (Validate)
+	}
+	return b.String()
 }

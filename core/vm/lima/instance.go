@@ -1,4 +1,4 @@
-package limaengine
+package lima
 
 import (
 	"context"
@@ -11,40 +11,23 @@ import (
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/limatype/filenames"
 	"github.com/lima-vm/lima/v2/pkg/store"
-	"github.com/lima-vm/lima/v2/pkg/version"
+	"github.com/lima-vm/lima/v2/pkg/usrlocal"
 
-	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 
 	// Lima's qemu driver, on every platform (Lima's vmType on Linux).
 	_ "github.com/lima-vm/lima/v2/pkg/driver/qemu"
 )
 
-// StartOptions are lima.StartOptions.
-type StartOptions = lima.StartOptions
+// Library is API on Lima itself: its instance operations in this process,
+// under the LIMA_HOME of the environment (the engine's request sets it).
+type Library struct{}
 
-// ErrStartInterrupted is lima.ErrStartInterrupted.
-var ErrStartInterrupted = lima.ErrStartInterrupted
-
-// spawnGrace is lima.SpawnGrace.
-const spawnGrace = lima.SpawnGrace
-
-// library runs Lima's instance operations in this process, under the
-// LIMA_HOME of the environment (the engine's request sets it).
-type library struct{}
-
-func stampVersion() {
-	// Lima stamps this into every instance it creates (lima-version) and
-	// compares it on start; a library build would otherwise say <unknown>.
-	if version.Version == "" || version.Version == "<unknown>" {
-		version.Version = lima.LimaVersion
-	}
-}
-
-func (l *library) Inspect(ctx context.Context, name string) (*limatype.Instance, error) {
+func (l *Library) Inspect(ctx context.Context, name string) (*limatype.Instance, error) {
 	return store.Inspect(ctx, name)
 }
 
-func (l *library) Create(ctx context.Context, name string, yaml []byte) (*limatype.Instance, error) {
+func (l *Library) Create(ctx context.Context, name string, yaml []byte) (*limatype.Instance, error) {
 	return instance.Create(ctx, name, yaml, false)
 }
 
@@ -55,15 +38,15 @@ func (l *library) Create(ctx context.Context, name string, yaml []byte) (*limaty
 // it, hard-powering-off the VM (limactl passes its own never-cancelled
 // command context). When ctx ends during the boot, Start returns at once and
 // the VM keeps booting.
-func (l *library) Start(ctx context.Context, inst *limatype.Instance, opts StartOptions) error {
+func (l *Library) Start(ctx context.Context, inst *limatype.Instance, opts StartOptions) error {
 	if _, err := instance.Prepare(ctx, inst, opts.GuestAgent); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w %s before it started (%w); `marina up` starts it", ErrStartInterrupted, inst.Name, ctx.Err())
+			return fmt.Errorf("%w %s before it started (%w); `marina up` starts it", limavm.ErrStartInterrupted, inst.Name, ctx.Err())
 		}
 		return err
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w %s before it started (%w); `marina up` starts it", ErrStartInterrupted, inst.Name, ctx.Err())
+		return fmt.Errorf("%w %s before it started (%w); `marina up` starts it", limavm.ErrStartInterrupted, inst.Name, ctx.Err())
 	}
 	return startDetached(ctx, inst, opts, instance.StartWithPaths)
 }
@@ -89,14 +72,14 @@ func startDetached(ctx context.Context, inst *limatype.Instance, opts StartOptio
 	// The host agent may be being spawned right now: give it the time Lima
 	// gives it to write its PID file, so the message below is true.
 	pidFile := filepath.Join(inst.Dir, filenames.HostAgentPID)
-	deadline := time.NewTimer(spawnGrace)
+	deadline := time.NewTimer(limavm.SpawnGrace)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if _, err := os.Stat(pidFile); err == nil {
 			return fmt.Errorf("%w %s (%w); it keeps booting in the background: `marina status` shows it, `marina up` waits for it",
-				ErrStartInterrupted, inst.Name, ctx.Err())
+				limavm.ErrStartInterrupted, inst.Name, ctx.Err())
 		}
 		select {
 		case err := <-done:
@@ -106,21 +89,35 @@ func startDetached(ctx context.Context, inst *limatype.Instance, opts StartOptio
 			return nil
 		case <-deadline.C:
 			return fmt.Errorf("%w %s (%w); its host agent had not started: `marina status` shows the VM's state, `marina up` starts it",
-				ErrStartInterrupted, inst.Name, ctx.Err())
+				limavm.ErrStartInterrupted, inst.Name, ctx.Err())
 		case <-tick.C:
 		}
 	}
 }
 
-func (l *library) Stop(ctx context.Context, inst *limatype.Instance) error {
+func (l *Library) Stop(ctx context.Context, inst *limatype.Instance) error {
 	return instance.StopGracefully(ctx, inst, false)
 }
 
-func (l *library) StopForcibly(ctx context.Context, inst *limatype.Instance) error {
+func (l *Library) StopForcibly(ctx context.Context, inst *limatype.Instance) error {
 	instance.StopForcibly(inst)
 	return nil
 }
 
-func (l *library) Delete(ctx context.Context, inst *limatype.Instance) error {
+func (l *Library) Delete(ctx context.Context, inst *limatype.Instance) error {
 	return instance.Delete(ctx, inst, true)
 }
+
+func (l *Library) WaitRunning(ctx context.Context, inst *limatype.Instance, timeout time.Duration) error {
+	return WaitRunning(ctx, inst.Dir, timeout)
+}
+
+// GuestAgent finds Lima's guest agent next to the running program.
+func (l *Library) GuestAgent(guestOS limatype.OS, arch limatype.Arch) (string, error) {
+	return usrlocal.GuestAgentBinary(guestOS, arch)
+}
+
+// VZ reports whether this engine has Lima's vz driver (a cgo build on macOS).
+func (l *Library) VZ(context.Context) (bool, error) { return VZCompiled, nil }
+
+var _ API = (*Library)(nil)

@@ -1,4 +1,4 @@
-package lima
+package limavm
 
 import (
 	"crypto/sha256"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bcollard/marina/test/golden"
 )
 
 func TestProvisionScriptGolden(t *testing.T) {
@@ -15,8 +17,8 @@ func TestProvisionScriptGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "provision.sh", []byte(s))
-	golden(t, "probe.sh", []byte(probeScript))
+	golden.Check(t, "testdata/provision.sh", []byte(s))
+	golden.Check(t, "testdata/probe.sh", []byte(probeScript))
 }
 
 func TestProvisionScriptsParse(t *testing.T) {
@@ -334,5 +336,37 @@ func TestProvisionScriptRestartsActiveDockerSocket(t *testing.T) {
 	}
 	if !contains(calls, "systemctl restart docker.socket docker.service") {
 		t.Errorf("a new drop-in did not restart the active socket; calls:\n%s", strings.Join(calls, "\n"))
+	}
+}
+
+func TestDefaultProbeIsProbeScript(t *testing.T) {
+	if got := DefaultProvision().Probe(); got != probeScript {
+		t.Errorf("the default provisioning's probe differs from probe.sh:\n%s", got)
+	}
+}
+
+// A provisioning without tools (the VM test's image has Docker and needs no
+// download) renders a script that downloads nothing and a probe that waits
+// for Docker only.
+func TestProvisionWithoutTools(t *testing.T) {
+	p := DefaultProvision()
+	p.Binaries = nil
+	s, err := p.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(s, "\n    install_pinned ") || strings.Contains(s, "dpkg --print-architecture") || strings.Contains(s, "https://") {
+		t.Errorf("a provisioning without tools still downloads:\n%s", s)
+	}
+	probe := p.Probe()
+	if strings.Contains(probe, "command -v") || !strings.Contains(probe, "docker info") {
+		t.Errorf("probe without tools:\n%s", probe)
+	}
+	for name, script := range map[string]string{"provision": s, "probe": probe} {
+		cmd := exec.Command("bash", "-n")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("bash -n %s: %v\n%s", name, err, out)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package lima
+package limavm
 
 // This file is the one place where the versions and checksums of everything
 // the VM downloads are pinned. Updating a tool means editing its entry here

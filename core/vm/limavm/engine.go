@@ -1,4 +1,4 @@
-package lima
+package limavm
 
 import (
 	"bufio"
@@ -15,18 +15,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lima-vm/lima/v2/pkg/limatype"
-	"github.com/sirupsen/logrus"
+	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm"
 )
 
-// EngineName is the program that holds the parts of Lima that boot, stop
-// and delete VMs and run their host agents (package limaengine, built from
-// cmd/marina-lima). They live outside the marina binary because Go runs
-// every linked package's init at start: Lima's VM drivers pull in
-// user-mode networking (gvisor-tap-vsock, gopacket) whose init alone cost
-// ~90 ms, paid by every marina command and every built-in plugin. marina
-// runs the engine only to change the VM's state (`marina up`, `down`,
-// `destroy`); status and inspection read Lima's files in-process.
+// EngineName is the program that holds Lima (package limaengine, built from
+// cmd/marina-lima): everything marina's lima driver does that needs Lima
+// runs there, one request at a time. Lima lives outside the marina binary
+// for its weight: its VM drivers pull in user-mode networking
+// (gvisor-tap-vsock, gopacket) whose package init alone would cost every
+// marina command and every built-in plugin ~90 ms.
 //
 // On macOS the engine is also the program Lima re-executes as the VM's
 // host agent (`marina-lima hostagent ...`), which drives
@@ -38,14 +36,16 @@ const EngineName = "marina-lima"
 // EngineRequest on stdin, JSON EngineEvent lines on stdout.
 const EngineArg = "engine"
 
-// Engine operations.
+// Engine operations: each runs the lima driver (core/vm/lima) in the
+// engine for the request's config and options.
 const (
-	OpInfo         = "info"
-	OpCreate       = "create"
-	OpStart        = "start"
-	OpStop         = "stop"
-	OpStopForcibly = "stop-forcibly"
-	OpDelete       = "delete"
+	OpInfo       = "info"        // what the engine can run (vz, Lima's version)
+	OpStatus     = "status"      // the VM's status
+	OpUp         = "up"          // create and boot the VM, apply a resize (Start)
+	OpDown       = "down"        // stop the VM
+	OpDestroy    = "destroy"     // delete the VM
+	OpPlanResize = "plan-resize" // the change of size the config asks of the VM
+	OpSSHTarget  = "ssh-target"  // where the guest's SSH server answers
 )
 
 // EngineProtocol is the version of the request/event protocol between
@@ -53,7 +53,7 @@ const (
 // from different releases (one upgraded by `go install`, the other not)
 // fail on the first request with an error that says so, rather than
 // misreading each other. Bump it on any incompatible change.
-const EngineProtocol = 1
+const EngineProtocol = 2
 
 // ErrEngineProtocol: marina and marina-lima speak different protocols.
 var ErrEngineProtocol = errors.New("marina and marina-lima are from different releases")
@@ -63,17 +63,17 @@ type EngineRequest struct {
 	// Protocol is EngineProtocol as marina knows it.
 	Protocol int    `json:"protocol"`
 	Op       string `json:"op"`
-	// LimaHome is marina's LIMA_HOME; the engine (and the host agent it
-	// spawns) run under it.
-	LimaHome string `json:"limaHome"`
-	Instance string `json:"instance,omitempty"`
-	// YAML is the instance's lima.yaml (create).
-	YAML  []byte       `json:"yaml,omitempty"`
-	Start StartOptions `json:"start,omitzero"`
+	// Home is the user's home directory: the VM's state lives under it
+	// (LimaHome, ~/.marina/lima).
+	Home string `json:"home,omitempty"`
+	// Config is marina's effective configuration.
+	Config *config.Config `json:"config,omitempty"`
+	// Options are the driver's settings beyond the config.
+	Options Options `json:"options,omitzero"`
 }
 
-// EngineEvent is one line the engine writes: a progress line (Lima's log),
-// or the last line, the result.
+// EngineEvent is one line the engine writes: a progress line, or the last
+// line, the result.
 type EngineEvent struct {
 	// Protocol is the engine's EngineProtocol, on the result.
 	Protocol int    `json:"protocol,omitempty"`
@@ -86,7 +86,38 @@ type EngineEvent struct {
 	// Info's answer.
 	VZ          bool   `json:"vz,omitempty"`
 	LimaVersion string `json:"limaVersion,omitempty"`
+	// Status: the VM's status (status, up).
+	Status *vm.Status `json:"status,omitempty"`
+	// Pending is what up left unapplied on a running VM (Options.Restart
+	// unset), with the command that applies it.
+	Pending string `json:"pending,omitempty"`
+	// Resize is plan-resize's answer.
+	Resize *Resize `json:"resize,omitempty"`
+	// SSH is ssh-target's answer.
+	SSH *SSHTarget `json:"ssh,omitempty"`
 }
+
+// SSHTarget is where the guest's SSH server is reachable: Lima's loopback
+// forward of the running instance, with Lima's key for marina's LIMA_HOME,
+// and the guest user to log in as.
+type SSHTarget struct {
+	Addr    string `json:"addr"`
+	KeyFile string `json:"keyFile"`
+	User    string `json:"user"`
+}
+
+// SpawnGrace is how long an interrupted start still waits for the host
+// agent it may be spawning to announce itself (its PID file), so that it
+// can say whether the VM keeps booting. Lima itself waits 5 s for that file.
+const SpawnGrace = 6 * time.Second
+
+// ErrStartInterrupted: a start stopped waiting because its context ended.
+// Whether the VM keeps booting is in the message; the error also wraps the
+// context's error.
+var ErrStartInterrupted = errors.New("stopped waiting for the VM")
+
+// ErrUnknownEngineOp: the request names no operation the engine knows.
+var ErrUnknownEngineOp = errors.New("unknown engine operation")
 
 // maxEngineLine bounds one line of the engine's output.
 const maxEngineLine = 1 << 20
@@ -94,7 +125,7 @@ const maxEngineLine = 1 << 20
 // engineStopGrace is how long an engine whose context was cancelled (it
 // got SIGINT) has to answer before it is killed: an interrupted Start waits
 // up to spawnGrace for the host agent's PID file.
-const engineStopGrace = spawnGrace + 10*time.Second
+const engineStopGrace = SpawnGrace + 10*time.Second
 
 // engineDrain is how long, once the engine has exited, marina keeps reading
 // what it wrote while a process it left behind still holds its output.
@@ -148,12 +179,11 @@ func enginePath(exe string) (string, error) {
 		EngineName, strings.Join(tried, " or "))
 }
 
-// runEngine sends req to the engine at exe and returns its result. Lima's
-// log lines the engine forwards are logged here through logrus at Info, so
-// captureLimaLogs routes them as it did when Lima ran in this process.
-// When ctx ends, the engine gets SIGINT (its request's context ends, as
+// runEngine sends req to the engine at exe and returns its result; the
+// progress lines the engine forwards (Lima's log, the driver's steps) go to
+// progress (may be nil). When ctx ends, the engine gets SIGINT (its request's context ends, as
 // Lima's would have) and engineStopGrace to answer, then SIGKILL.
-func runEngine(ctx context.Context, exe string, req EngineRequest) (EngineEvent, error) {
+func runEngine(ctx context.Context, exe string, req EngineRequest, progress func(string)) (EngineEvent, error) {
 	path, err := enginePath(exe)
 	if err != nil {
 		return EngineEvent{}, err
@@ -165,7 +195,7 @@ func runEngine(ctx context.Context, exe string, req EngineRequest) (EngineEvent,
 	}
 	cmd := exec.Command(path, EngineArg)
 	cmd.Stdin = bytes.NewReader(in)
-	cmd.Env = append(os.Environ(), "LIMA_HOME="+req.LimaHome)
+	cmd.Env = append(os.Environ(), "LIMA_HOME="+LimaHome(req.Home))
 	var stderr bytes.Buffer
 	cmd.Stderr = &limitedWriter{w: &stderr, n: 64 << 10}
 	// stdout is a pipe marina owns rather than cmd.StdoutPipe: a process
@@ -213,8 +243,8 @@ func runEngine(ctx context.Context, exe string, req EngineRequest) (EngineEvent,
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			continue // not the engine's protocol: ignored, like any stray output
 		}
-		if ev.Progress != "" {
-			logrus.Info(ev.Progress)
+		if ev.Progress != "" && progress != nil {
+			progress(ev.Progress)
 		}
 		if ev.Done || ev.Error != "" {
 			result = &ev
@@ -265,38 +295,3 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-// engineLima is the part of limaAPI that changes a VM, run by the engine.
-type engineLima struct {
-	limaHome string
-	// exe is the engine (Driver.Executable); "" finds it (enginePath).
-	exe string
-}
-
-func (e engineLima) do(ctx context.Context, req EngineRequest) (EngineEvent, error) {
-	req.LimaHome = e.limaHome
-	return runEngine(ctx, e.exe, req)
-}
-
-func (e engineLima) create(ctx context.Context, name string, yaml []byte) error {
-	_, err := e.do(ctx, EngineRequest{Op: OpCreate, Instance: name, YAML: yaml})
-	return err
-}
-
-func (e engineLima) start(ctx context.Context, inst *limatype.Instance, opts StartOptions) error {
-	_, err := e.do(ctx, EngineRequest{Op: OpStart, Instance: inst.Name, Start: opts})
-	return err
-}
-
-func (e engineLima) stop(ctx context.Context, inst *limatype.Instance, op string) error {
-	_, err := e.do(ctx, EngineRequest{Op: op, Instance: inst.Name})
-	return err
-}
-
-// info asks the engine what it can run.
-func (e engineLima) info(ctx context.Context) (EngineEvent, error) {
-	return e.do(ctx, EngineRequest{Op: OpInfo})
-}
-
-// ErrUnknownEngineOp: the request names no operation the engine knows.
-var ErrUnknownEngineOp = errors.New("unknown engine operation")

@@ -1,4 +1,4 @@
-package lima
+package limavm
 
 import (
 	"bytes"

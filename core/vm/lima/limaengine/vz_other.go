@@ -1,7 +1,0 @@
-//go:build !darwin || !cgo
-
-package limaengine
-
-// vzCompiled is false where Lima's vz driver cannot be built: off macOS, or
-// without cgo (Start then says how to get a binary that has it).
-const vzCompiled = false
