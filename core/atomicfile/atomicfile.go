@@ -134,33 +134,13 @@ func write(target string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
-// resolve follows path through symlinks to the file that should be
-// replaced. filepath.EvalSymlinks would fail on a dangling link and on a
-// file that does not exist yet, so the final component is followed by hand;
-// a missing file resolves to itself.
+// resolve is Resolve, its error naming the write.
 func resolve(path string) (string, error) {
-	p := path
-	for range maxSymlinkHops {
-		fi, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return p, nil // checkDir reports a bad parent with a better message
-		}
-		if err != nil {
-			return "", fmt.Errorf("write %s: %w", path, err)
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			return p, nil
-		}
-		link, err := os.Readlink(p)
-		if err != nil {
-			return "", fmt.Errorf("write %s: read symlink %s: %w", path, p, err)
-		}
-		if !filepath.IsAbs(link) {
-			link = filepath.Join(filepath.Dir(p), link)
-		}
-		p = link
+	p, err := Resolve(path)
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
-	return "", fmt.Errorf("write %s: more than %d levels of symlinks; check for a symlink loop", path, maxSymlinkHops)
+	return p, nil
 }
 
 // checkDir returns an error naming dir if it is not an existing directory.

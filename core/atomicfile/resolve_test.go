@@ -1,4 +1,4 @@
-package kubeconfig
+package atomicfile
 
 import (
 	"os"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestResolvePath: every name of one file resolves to the same path (the
+// TestResolve: every name of one file resolves to the same path (the
 // key of its lock, backups and state); a dangling link resolves to the file
 // a write creates; a loop is an error that says so.
-func TestResolvePath(t *testing.T) {
+func TestResolve(t *testing.T) {
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -47,17 +47,17 @@ func TestResolvePath(t *testing.T) {
 		filepath.Join(dir, "dirlink", "..", "dotfiles", "kubeconfig"),
 		"kubeconfig", // relative to the working directory
 	} {
-		if got, err := resolvePath(name); err != nil || got != real {
-			t.Errorf("resolvePath(%s) = %q, %v; want %s", name, got, err, real)
+		if got, err := Resolve(name); err != nil || got != real {
+			t.Errorf("Resolve(%s) = %q, %v; want %s", name, got, err, real)
 		}
 	}
-	if got, err := resolvePath(filepath.Join(dir, "dangling")); err != nil || got != filepath.Join(dir, "nowhere", "config") {
+	if got, err := Resolve(filepath.Join(dir, "dangling")); err != nil || got != filepath.Join(dir, "nowhere", "config") {
 		t.Errorf("dangling link: %q, %v", got, err)
 	}
-	if got, err := resolvePath(filepath.Join(dir, "dirlink", "new", "config")); err != nil || got != filepath.Join(realDir, "new", "config") {
+	if got, err := Resolve(filepath.Join(dir, "dirlink", "new", "config")); err != nil || got != filepath.Join(realDir, "new", "config") {
 		t.Errorf("missing file under a symlinked directory: %q, %v", got, err)
 	}
-	if _, err := resolvePath(filepath.Join(dir, "loop1")); err == nil || !strings.Contains(err.Error(), "symlink loop") {
+	if _, err := Resolve(filepath.Join(dir, "loop1")); err == nil || !strings.Contains(err.Error(), "symlink loop") {
 		t.Errorf("loop: %v", err)
 	}
 }
