@@ -11,7 +11,6 @@ import (
 	"github.com/bcollard/marina/core/buildinfo"
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
-	"github.com/bcollard/marina/core/hookenv"
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lab"
 	"github.com/bcollard/marina/core/plugin"
@@ -82,7 +81,7 @@ func (a *app) openLab(ctx context.Context, plugins bool) (lb *lab.Lab, l *config
 	lb = &lab.Lab{
 		Config: l.Config,
 		Driver: drv,
-		Runtime: hookenv.Runtime{
+		Runtime: lab.Runtime{
 			HostVersion:      buildinfo.Get().Version,
 			RegistryCacheDir: filepath.Join(dir, "registry-cache"),
 		},

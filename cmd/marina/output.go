@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
-	"github.com/bcollard/marina/core/yamlsafe"
 )
 
 // OutputFlag adds -o/--output with the given choices to cmd.
@@ -59,7 +59,7 @@ func PrintStructured(w io.Writer, format string, v any) error {
 			return err
 		}
 		blockStyle(&node)
-		yamlsafe.Guard(&node)
+		config.GuardYAML(&node)
 		enc := yaml.NewEncoder(w)
 		enc.SetIndent(2)
 		if err := enc.Encode(&node); err != nil {

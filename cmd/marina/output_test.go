@@ -41,7 +41,7 @@ func TestPrintStructuredYAML(t *testing.T) {
 // TestPrintStructuredYAMLReadsBack: -o yaml reads back as -o json for
 // strings that span lines and begin with a blank or a line break (a
 // plugin's message, a note); "\t\nx" is written as a block yaml.v3 cannot
-// parse without yamlsafe.
+// parse without GuardYAML.
 func TestPrintStructuredYAMLReadsBack(t *testing.T) {
 	type item struct {
 		Name string   `json:"name"`

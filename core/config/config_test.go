@@ -440,7 +440,7 @@ func TestStartTimeoutKey(t *testing.T) {
 // literal block whose first line begins with a tab (a script, written
 // with an indentation indicator as YAML requires) survives
 // `marina plugin disable`: yaml.v3 would write it back as a block it
-// cannot parse (yamlsafe), so the edit failed; now it is double-quoted and
+// cannot parse (GuardYAML), so the edit failed; now it is double-quoted and
 // reads back the same.
 func TestSetPluginEnabledKeepsBlockScalars(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")

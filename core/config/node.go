@@ -19,7 +19,7 @@ import (
 // plugin's free-form config), without Node.Encode's round trip through
 // YAML text (emit, then parse back), which was most of AnnotatedYAML's
 // cost and a tenth of `marina config view`, and which loses a string
-// yaml.v3 cannot read back (yamlsafe). Anything else (a float, a string
+// yaml.v3 cannot read back (GuardYAML). Anything else (a float, a string
 // that is not UTF-8) is given to Node.Encode itself, alone: a scalar.
 // node_test.go compares the two on every kind.
 func valueNode(v reflect.Value) (*yaml.Node, error) {

@@ -18,7 +18,7 @@ import (
 // "" when Node.Encode cannot be compared: it fails, or it read back other
 // values than it was given (yaml.v3 cannot read back what it writes for
 // some strings: a line break in a map key, a block scalar with an
-// indentation indicator in a sequence item; see yamlsafe).
+// indentation indicator in a sequence item; see GuardYAML).
 func viaNodeEncode(t testing.TB, v any) string {
 	t.Helper()
 	var n yaml.Node
@@ -88,7 +88,7 @@ var tricky = []string{
 	"- x", "? x", "*a", "&a", "!a", "%a", "@a", "`a", "'a'", "\"a\"", "a\nb", "a\n", "\nb", " a", "a ", "\ta", "é", "日本",
 	"{a}", "[a]", "a,b", "|", ">", "---", "...", "2026-12-06", "10m0s", strings.Repeat("x", 200),
 	// yaml.v3 writes these as blocks with an indentation indicator it
-	// misreads in a sequence item: yamlsafe double-quotes them.
+	// misreads in a sequence item: GuardYAML double-quotes them.
 	"\n#0", "\n\n#0", " a\nb", "\t\nx", "\n", " #\n#",
 }
 

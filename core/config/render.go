@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/bcollard/marina/core/yamlsafe"
 )
 
 // Redacted replaces secrets in rendered configuration.
@@ -88,10 +86,10 @@ func annotate(n *yaml.Node, path string, comment func(string) (string, bool)) {
 }
 
 // encodeNode writes n as marina writes YAML (indent 2), guarded so that
-// it reads back as n (yamlsafe: strings yaml.v3 would write as blocks it
+// it reads back as n (GuardYAML: strings yaml.v3 would write as blocks it
 // cannot read back are double-quoted, line comments kept on their line).
 func encodeNode(n *yaml.Node) ([]byte, error) {
-	yamlsafe.Guard(n)
+	GuardYAML(n)
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)

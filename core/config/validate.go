@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/Masterminds/semver/v3"
 	"math"
 	"net/netip"
 	"net/url"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/Masterminds/semver/v3"
 
 	units "github.com/docker/go-units"
 

@@ -20,7 +20,6 @@ import (
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/docker"
-	"github.com/bcollard/marina/core/hookenv"
 	"github.com/bcollard/marina/core/hostnet"
 	"github.com/bcollard/marina/core/kubeconfig"
 	"github.com/bcollard/marina/core/lifecycle"
@@ -58,9 +57,9 @@ type Lab struct {
 	Driver vm.Driver
 	// Plugins runs the enabled plugins' hooks; nil means no plugins.
 	Plugins *plugin.Dispatcher
-	// Runtime holds the facts hookenv needs beyond the config; DockerHost
+	// Runtime holds the facts HookEnv needs beyond the config; DockerHost
 	// and Driver are filled from the driver's status.
-	Runtime hookenv.Runtime
+	Runtime Runtime
 	// Host applies host changes; nil means they are reported, not made.
 	Host HostApplier
 	// Route, when set (lima driver), routes the bridge CIDR to the VM; the
@@ -109,7 +108,7 @@ func Bridge(cfg *config.Config) (docker.NetworkSpec, error) {
 	return docker.NetworkSpec{
 		Name:    cfg.Network.Name,
 		Subnet:  cidr,
-		Gateway: hookenv.Gateway(cidr),
+		Gateway: Gateway(cidr),
 		IPRange: ipRange,
 		Labels:  map[string]string{"app.kubernetes.io/managed-by": "marina"},
 	}, nil
@@ -276,7 +275,7 @@ func (l *Lab) Env() (sdk.Env, error) {
 	rt.DockerHost = l.status.DockerHost
 	rt.Driver = l.Driver.Name()
 	l.mu.Unlock()
-	return hookenv.Env(l.Config, rt)
+	return HookEnv(l.Config, rt)
 }
 
 // RunHook runs hook in every plugin that implements it, reporting plugin

@@ -13,9 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bcollard/marina/core/config"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/bcollard/marina/core/yamlsafe"
 )
 
 // Lima's file names inside an instance directory (lima-vm/lima/v2
@@ -254,7 +253,7 @@ func rewriteCacheMount(path string, h paths) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	var b bytes.Buffer
-	yamlsafe.Guard(doc)
+	config.GuardYAML(doc)
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {

@@ -1,8 +1,9 @@
-// Package hookenv turns marina's configuration and the facts of the running
+// The hook environment: HookEnv turns marina's configuration and the facts of the running
 // lab into the typed context plugins receive: sdk.Env for every hook and
 // sdk.Cluster for cluster hooks. It is the single place where config keys
 // map to what plugins see, so the contract stays in one file.
-package hookenv
+
+package lab
 
 import (
 	"fmt"
@@ -43,7 +44,7 @@ type Runtime struct {
 }
 
 // Env builds the environment of every hook from cfg (already validated) and rt.
-func Env(cfg *config.Config, rt Runtime) (sdk.Env, error) {
+func HookEnv(cfg *config.Config, rt Runtime) (sdk.Env, error) {
 	bridge, err := netip.ParsePrefix(cfg.Network.BridgeCIDR)
 	if err != nil {
 		return sdk.Env{}, fmt.Errorf("network.bridgeCIDR %q: %w", cfg.Network.BridgeCIDR, err)

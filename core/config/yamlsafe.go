@@ -1,6 +1,7 @@
-// Package yamlsafe keeps the YAML marina writes (config files it edits,
+// GuardYAML keeps the YAML marina writes (config files it edits,
 // `config view`, `-o yaml`) reading back as the values it was given.
-package yamlsafe
+
+package config
 
 import (
 	"strconv"
@@ -31,7 +32,7 @@ import (
 // yaml.v3 writes a line comment as given: a line break in it (a key that
 // holds one, a file name) would start a line of YAML, read as data. A line
 // comment with a control character is written escaped, as Go quotes it.
-func Guard(n *yaml.Node) {
+func GuardYAML(n *yaml.Node) {
 	if n == nil {
 		return
 	}
@@ -40,7 +41,7 @@ func Guard(n *yaml.Node) {
 	}
 	n.LineComment = oneLine(n.LineComment)
 	for _, c := range n.Content {
-		Guard(c)
+		GuardYAML(c)
 	}
 }
 

@@ -1,4 +1,4 @@
-package hookenv
+package lab
 
 import (
 	"reflect"
@@ -12,7 +12,7 @@ func TestEnvFromDefaults(t *testing.T) {
 	cfg := config.Default()
 	cfg.Kind.CustomDNSResolvers = []config.DomainResolver{{Domain: "corp.example", Resolvers: []string{"10.0.0.53"}}}
 	cfg.Registries.Mirrors[0].Password = "s3cret"
-	env, err := Env(cfg, Runtime{HostVersion: "1.2.3", Driver: "host", HostOS: "linux", DockerHost: "unix:///var/run/docker.sock", RegistryCacheDir: "/cache"})
+	env, err := HookEnv(cfg, Runtime{HostVersion: "1.2.3", Driver: "host", HostOS: "linux", DockerHost: "unix:///var/run/docker.sock", RegistryCacheDir: "/cache"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestEnvOverrides(t *testing.T) {
 	cfg.Network.BridgeCIDR = "172.28.0.0/16"
 	cfg.Images.KindNode = "my/node:1"
 	cfg.Images.MetalLBSpeaker = "my/speaker:2"
-	env, err := Env(cfg, Runtime{})
+	env, err := HookEnv(cfg, Runtime{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestEnvOverrides(t *testing.T) {
 		t.Errorf("images = %v", env.Images)
 	}
 	cfg.Network.BridgeCIDR = "172.28.0.0/24"
-	if _, err := Env(cfg, Runtime{}); err == nil {
+	if _, err := HookEnv(cfg, Runtime{}); err == nil {
 		t.Error("a /24 bridge was accepted")
 	}
 }

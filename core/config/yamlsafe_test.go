@@ -1,4 +1,4 @@
-package yamlsafe
+package config
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ func roundTrip(t *testing.T, s string, style yaml.Style, indent int, guard bool)
 	t.Helper()
 	n := nodeOf(document(s), style)
 	if guard {
-		Guard(n)
+		GuardYAML(n)
 	}
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
@@ -166,7 +166,7 @@ func TestQuoteIndentedBlocksLeavesOthers(t *testing.T) {
 		{" a\nb", "!!binary", yaml.LiteralStyle, yaml.LiteralStyle},
 	} {
 		n := &yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: c.value, Tag: c.tag, Style: c.style}}}
-		Guard(n)
+		GuardYAML(n)
 		if got := n.Content[0].Style; got != c.want {
 			t.Errorf("%q %s style %v: became %v, want %v", c.value, c.tag, c.style, got, c.want)
 		}
@@ -206,7 +206,7 @@ func TestGuardLineComments(t *testing.T) {
 		t.Fatal("an unguarded comment with a line break reads back the same: the test no longer shows why Guard escapes it")
 	}
 	n := doc()
-	Guard(n)
+	GuardYAML(n)
 	out, back := encode(n)
 	if !reflect.DeepEqual(back, want) {
 		t.Errorf("read back %#v, want %#v:\n%s", back, want, out)
