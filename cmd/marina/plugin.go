@@ -277,7 +277,7 @@ func describeRow(d *sdk.Description, source, sum string) Row {
 	if d == nil {
 		return Row{Source: source, SHA256: sum, Hooks: []string{}, Dependencies: []string{}}
 	}
-	r := rowOf(pluginset.Summarize(d), source)
+	r := rowOf(d, source)
 	r.SHA256 = sum
 	return r
 }

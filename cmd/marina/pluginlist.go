@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/core/termsafe"
+	"github.com/bcollard/marina/sdk"
 )
 
 // Row is one line of `plugin list`.
@@ -151,12 +151,14 @@ const (
 	StatusShadowed       = "shadowed"
 )
 
-// RowOf is the plugin list row of a plugin described by s, installed from
+// rowOf is the plugin list row of a plugin described by d, installed from
 // source ("built-in" for the built-ins), its status not yet set.
-func rowOf(s pluginset.Summary, source string) Row {
-	r := Row{Name: s.Name, Version: s.Version, Source: source, Protocol: s.Protocol,
-		Hooks: append([]string{}, s.Hooks...), Dependencies: []string{}}
-	for _, dep := range s.Dependencies {
+func rowOf(d *sdk.Description, source string) Row {
+	r := Row{Name: d.Name, Version: d.Version, Source: source, Protocol: d.Protocol, Hooks: []string{}, Dependencies: []string{}}
+	for _, h := range d.Hooks {
+		r.Hooks = append(r.Hooks, string(h))
+	}
+	for _, dep := range d.Dependencies {
 		name := dep.Name
 		if dep.Optional {
 			name += "?"

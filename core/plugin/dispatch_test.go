@@ -353,7 +353,7 @@ func TestDependencyErrors(t *testing.T) {
 		want  []string
 	}{
 		{"missing", []*sdk.Description{desc("a", "1.0.0", dep("zz")), desc("b", "1.0.0", sdk.Dependency{Name: "yy", Optional: true})},
-			[]string{"plugin a requires plugin zz, which is not installed or not enabled: install it (marina plugin install) and enable it, or disable a"}},
+			[]string{"plugin a requires plugin zz, which is neither built in nor in the config: install it if it is not installed (`marina plugin install SOURCE`) and enable it with `marina plugin enable zz`, or disable a"}},
 		{"cycle", []*sdk.Description{desc("a", "1.0.0", dep("b")), desc("b", "1.0.0", dep("a")), desc("c", "1.0.0", dep("a"))},
 			[]string{"plugin dependency cycle: a -> b -> a"}},
 		{"long cycle", []*sdk.Description{desc("c", "1.0.0", dep("a")), desc("a", "1.0.0", dep("b")), desc("b", "1.0.0", dep("c"))},

@@ -10,38 +10,101 @@ import (
 	"github.com/bcollard/marina/sdk"
 )
 
+// Member is one plugin of a set as DependencyProblems sees it.
+type Member struct {
+	Name    string
+	Enabled bool
+	// Problem says why it cannot run by itself ("" when it can).
+	Problem string
+	// Description is what it declares (its version and dependencies); nil
+	// when not known.
+	Description *sdk.Description
+}
+
+// DependencyProblems says, for each enabled member that could otherwise
+// run, why its dependencies keep it from running, with the fix: a required
+// dependency that is disabled, neither built in nor in the config, or
+// cannot run itself (for its own problem or, in turn, its dependencies),
+// and a dependency (required, or optional and running) whose selected
+// version does not satisfy the declared constraint. It needs no plugin
+// started: `plugin list` shows it for the configured set, and the
+// dispatcher refuses a run on it (checkGraph, which adds cycles). Members
+// without a problem are not in the map.
+func DependencyProblems(members []Member) map[string]string {
+	byName := make(map[string]*Member, len(members))
+	for i := range members {
+		byName[members[i].Name] = &members[i]
+	}
+	problems := map[string]string{}
+	for changed := true; changed; {
+		changed = false
+		for i := range members {
+			m := &members[i]
+			if !m.Enabled || m.Problem != "" || m.Description == nil || problems[m.Name] != "" {
+				continue
+			}
+			if msg := dependencyProblem(m, byName, problems); msg != "" {
+				problems[m.Name], changed = msg, true
+			}
+		}
+	}
+	return problems
+}
+
+// dependencyProblem is DependencyProblems for m, given the problems found so far.
+func dependencyProblem(m *Member, byName map[string]*Member, problems map[string]string) string {
+	var msgs []string
+	for _, dep := range m.Description.Dependencies {
+		d, known := byName[dep.Name]
+		if dep.Name == m.Name {
+			continue
+		}
+		var blocked string
+		switch {
+		case !known:
+			blocked = fmt.Sprintf("plugin %s requires plugin %s, which is neither built in nor in the config: install it if it is not installed (`marina plugin install SOURCE`) and enable it with `marina plugin enable %s`, or disable %s", m.Name, dep.Name, dep.Name, m.Name)
+		case !d.Enabled:
+			blocked = fmt.Sprintf("plugin %s requires plugin %s, which is disabled: enable it with `marina plugin enable %s`, or disable %s", m.Name, dep.Name, dep.Name, m.Name)
+		case d.Problem != "":
+			blocked = fmt.Sprintf("plugin %s requires plugin %s, which cannot run: %s", m.Name, dep.Name, d.Problem)
+		case problems[dep.Name] != "":
+			blocked = fmt.Sprintf("plugin %s requires plugin %s, which cannot run: %s", m.Name, dep.Name, problems[dep.Name])
+		}
+		if blocked != "" {
+			if !dep.Optional {
+				msgs = append(msgs, blocked)
+			}
+			continue
+		}
+		if dep.Version == "" || d.Description == nil {
+			continue
+		}
+		c, err := semver.NewConstraint(dep.Version)
+		if err != nil {
+			msgs = append(msgs, fmt.Sprintf("plugin %s declares dependency %s with version %q, which is not a semver constraint: report this to the plugin's maintainer", m.Name, dep.Name, dep.Version))
+			continue
+		}
+		if v, err := semver.NewVersion(d.Description.Version); err != nil || !c.Check(v) {
+			msgs = append(msgs, fmt.Sprintf("plugin %s requires %s %s, but %s %s is selected: select a matching version with plugins.%s.version in the config (or install one), or disable %s",
+				m.Name, dep.Name, dep.Version, dep.Name, d.Description.Version, dep.Name, m.Name))
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
 // checkGraph returns every problem of the dependency graph of the
-// configured plugins (names in config order): a required dependency that
-// is not configured, a dependency whose version does not satisfy the
-// constraint, and cycles. Optional dependencies that are absent are fine.
+// configured plugins (names in config order, all enabled and described):
+// DependencyProblems' for each plugin, then cycles.
 func checkGraph(names []string, descs map[string]*sdk.Description) []error {
+	members := make([]Member, len(names))
+	for i, n := range names {
+		members[i] = Member{Name: n, Enabled: true, Description: descs[n]}
+	}
+	problems := DependencyProblems(members)
 	var errs []error
 	for _, n := range names {
-		for _, dep := range descs[n].Dependencies {
-			dd, ok := descs[dep.Name]
-			if !ok {
-				if !dep.Optional {
-					errs = append(errs, &DependencyError{Plugin: n, Message: fmt.Sprintf(
-						"plugin %s requires plugin %s, which is not installed or not enabled: install it (marina plugin install) and enable it, or disable %s",
-						n, dep.Name, n)})
-				}
-				continue
-			}
-			if dep.Version == "" {
-				continue
-			}
-			c, err := semver.NewConstraint(dep.Version)
-			if err != nil {
-				errs = append(errs, &DependencyError{Plugin: n, Message: fmt.Sprintf(
-					"plugin %s declares dependency %s with version %q, which is not a semver constraint: report this to the plugin's maintainer", n, dep.Name, dep.Version)})
-				continue
-			}
-			v, err := semver.NewVersion(dd.Version)
-			if err != nil || !c.Check(v) {
-				errs = append(errs, &DependencyError{Plugin: n, Message: fmt.Sprintf(
-					"plugin %s requires %s %s, but %s %s is selected: select a matching version of %s in the config (or install one)",
-					n, dep.Name, dep.Version, dep.Name, dd.Version, dep.Name)})
-			}
+		if msg := problems[n]; msg != "" {
+			errs = append(errs, &DependencyError{Plugin: n, Message: msg})
 		}
 	}
 	for _, c := range findCycles(names, descs) {

@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/Masterminds/semver/v3"
-
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/plugin"
 	"github.com/bcollard/marina/core/pluginstore"
@@ -115,41 +113,13 @@ func Enabled(entries []Entry) ([]plugin.Plugin, error) {
 	return ps, errors.Join(errs...)
 }
 
-// DependencyProblems is DependencyProblems for entries, with
-// semver checking the versions dependencies declare.
+// DependencyProblems is plugin.DependencyProblems for entries.
 func DependencyProblems(entries []Entry) map[string]string {
-	nodes := make([]Node, len(entries))
+	members := make([]plugin.Member, len(entries))
 	for i, e := range entries {
-		nodes[i] = Node{Name: e.Name, Enabled: e.Enabled, Problem: e.Problem, Described: e.Description != nil}
-		if e.Description != nil {
-			s := Summarize(e.Description)
-			nodes[i].Version, nodes[i].Dependencies = s.Version, s.Dependencies
-		}
+		members[i] = plugin.Member{Name: e.Name, Enabled: e.Enabled, Problem: e.Problem, Description: e.Description}
 	}
-	return nodeProblems(nodes)
-}
-
-// Summarize is what plugin list shows of d.
-func Summarize(d *sdk.Description) Summary {
-	s := Summary{Name: d.Name, Version: d.Version, Protocol: d.Protocol, Hooks: []string{}}
-	for _, h := range d.Hooks {
-		s.Hooks = append(s.Hooks, string(h))
-	}
-	for _, dep := range d.Dependencies {
-		s.Dependencies = append(s.Dependencies, Dependency{Name: dep.Name, Version: dep.Version, Optional: dep.Optional})
-	}
-	return s
-}
-
-// satisfies is Satisfies with Masterminds/semver; a version that
-// does not parse satisfies nothing.
-func satisfies(constraint, version string) (bool, error) {
-	c, err := semver.NewConstraint(constraint)
-	if err != nil {
-		return false, err
-	}
-	v, err := semver.NewVersion(version)
-	return err == nil && c.Check(v), nil
+	return plugin.DependencyProblems(members)
 }
 
 func configJSON(m map[string]any) ([]byte, error) {
