@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/test/bench"
 )
@@ -97,7 +98,7 @@ func setupPluginListHome() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var rows []Row
+	var rows []pluginset.Row
 	if err := json.Unmarshal(out, &rows); err != nil {
 		return "", fmt.Errorf("plugin list -o json: %v\n%s", err, out)
 	}

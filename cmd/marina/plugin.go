@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,7 +23,6 @@ import (
 	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/core/pluginstore"
 	"github.com/bcollard/marina/core/scaffold"
-	"github.com/bcollard/marina/core/suggest"
 	"github.com/bcollard/marina/core/termsafe"
 	"github.com/bcollard/marina/sdk"
 )
@@ -87,6 +88,11 @@ func builtinNames() []string {
 	return names
 }
 
+// compiledIn are the names of the plugins built into this binary, sorted.
+func compiledIn() []string {
+	return slices.Sorted(maps.Keys(builtins()))
+}
+
 // pluginOptions are the runtime options for plugins started by this process:
 // plugin records go to marina's logger at the chosen level, and every raw
 // line to the run's log file under ~/.marina/logs.
@@ -119,167 +125,6 @@ choice and the binary's sha256, checked before every launch. See docs/plugins.md
 		newPluginToggleCmd(a, true), newPluginToggleCmd(a, false), newPluginVerifyCmd(a), newPluginNewCmd(a), newPluginPackageCmd(a), newPluginPublishCmd(a),
 		newPluginVersionsCmd(a), newPluginOutdatedCmd(a), newPluginUpgradeCmd(a), newPluginKeygenCmd(a), newPluginSearchCmd(a))
 	return cmd
-}
-
-// pluginRows joins the plugin set of the effective config with the store,
-// and checks every installed binary against its manifest and the lock file.
-// problems (one line each) are what makes `plugin list` exit 1: a modified
-// binary or an unreadable lock file.
-func (a *app) pluginRows() (rows []Row, problems []string, err error) {
-	l, err := a.loadConfig()
-	if err != nil {
-		return nil, nil, err
-	}
-	entries, store, err := a.resolvePlugins(l)
-	if err != nil {
-		return nil, nil, err
-	}
-	installed, err := store.List()
-	if err != nil {
-		return nil, nil, err
-	}
-	byName := map[string][]pluginstore.Installed{}
-	for _, inst := range installed {
-		byName[inst.Name] = append(byName[inst.Name], inst)
-	}
-	// An enabled plugin whose dependencies cannot run is not active: no
-	// run could start it (the dispatcher refuses the graph).
-	depProblems := pluginset.DependencyProblems(entries)
-	unlessDeps := func(r *Row, name string) {
-		if msg := depProblems[name]; msg != "" && r.Status == "active" {
-			r.Status, r.Detail = "unavailable", msg
-		}
-	}
-	seen := map[string]bool{}
-	for _, e := range entries {
-		seen[e.Name] = true
-		if e.Builtin {
-			r := describeRow(e.Description, "built-in", "")
-			r.Status = statusOf(e, true)
-			r.Detail = e.Problem
-			unlessDeps(&r, e.Name)
-			rows = append(rows, r)
-			// Installed before installs of built-in names were refused: never run.
-			for _, inst := range byName[e.Name] {
-				r := installedRow(inst)
-				r.Status, r.Detail = StatusShadowed, fmt.Sprintf("a plugin built into marina has this name and always wins; remove this one with `marina plugin remove %s@%s`", inst.Name, inst.Version)
-				rows = append(rows, r)
-			}
-			continue
-		}
-		if len(byName[e.Name]) == 0 {
-			rows = append(rows, Row{Name: e.Name, Source: "-", Status: statusOf(e, false), Detail: e.Problem, Hooks: []string{}, Dependencies: []string{}})
-			continue
-		}
-		for _, inst := range byName[e.Name] {
-			selected := e.Installed != nil && e.Installed.Version == inst.Version
-			r := installedRow(inst)
-			r.Status = statusOf(e, selected)
-			if selected || e.Installed == nil {
-				r.Detail = e.Problem
-			}
-			unlessDeps(&r, e.Name)
-			rows = append(rows, r)
-		}
-	}
-	for _, inst := range installed {
-		if !seen[inst.Name] {
-			r := installedRow(inst)
-			r.Status, r.Detail = "installed", "not in the config; enable it with `marina plugin enable "+inst.Name+"`"
-			rows = append(rows, r)
-		}
-	}
-	problems = verifyRows(store, rows)
-	return rows, problems, nil
-}
-
-// verifyRows checks the binary of every installed row against the sha256
-// recorded at install and pinned in the lock file, marks the rows that
-// fail, and returns one line per problem. An unreadable lock file marks the
-// active installed plugins (nothing can check them before a launch, so no
-// run can use them) and is a problem itself.
-func verifyRows(store *pluginstore.Store, rows []Row) []string {
-	var problems []string
-	lf, lockErr := store.ReadLock()
-	if lockErr != nil {
-		problems = append(problems, fmt.Sprintf("lock file unreadable: %v", lockErr))
-	}
-	results, err := store.ListInstalls(lf) // lf is nil when unreadable: manifests only
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	byPath := map[string]error{}
-	trust := map[string]pluginsign.Result{}
-	for _, res := range results {
-		if res.Installed.Path != "" {
-			byPath[res.Installed.Path] = res.Err
-			trust[res.Installed.Path] = store.TrustOf(&res.Installed)
-		}
-	}
-	for i := range rows {
-		r := &rows[i]
-		if r.Path == "" {
-			continue
-		}
-		switch err := byPath[r.Path]; {
-		case errors.Is(err, pluginstore.ErrModified) || errors.Is(err, pluginstore.ErrLockMismatch):
-			r.Status, r.Detail = StatusModified, err.Error()
-			problems = append(problems, fmt.Sprintf("plugin %s %s: binary modified: %v", r.Name, r.Version, err))
-		case err != nil:
-			if r.Status == "active" {
-				r.Status = "unavailable"
-			}
-			r.Detail = err.Error()
-			problems = append(problems, fmt.Sprintf("plugin %s %s: %v", r.Name, r.Version, err))
-		case lockErr != nil && r.Status == "active":
-			r.Status, r.Detail = StatusLockUnreadable, lockErr.Error()
-		}
-		// Under pluginTrust.policy warn, what enforce would refuse is
-		// flagged: a signature that is invalid or by an untrusted key, and
-		// an unsigned build once the user trusts some key.
-		if t, ok := trust[r.Path]; ok {
-			r.Signature = t.String()
-			flag := t.Status == pluginsign.Invalid || t.Status == pluginsign.Untrusted ||
-				t.Status == pluginsign.Unsigned && len(store.Trust.Keys) > 0
-			if flag && r.Detail == "" {
-				r.Detail = "signature: " + t.String()
-			}
-		}
-	}
-	return problems
-}
-
-func statusOf(e pluginset.Entry, selected bool) string {
-	switch {
-	case !e.Enabled:
-		return "disabled"
-	case e.Problem != "" && selected:
-		return "unavailable"
-	case e.Problem != "" && e.Installed == nil:
-		return "unavailable"
-	case selected:
-		return "active"
-	default:
-		return "installed"
-	}
-}
-
-func installedRow(inst pluginstore.Installed) Row {
-	r := describeRow(inst.Description, inst.Source, inst.SHA256)
-	r.Name, r.Version, r.Path = inst.Name, inst.Version, inst.Path
-	if inst.InsecureSkipChecksum {
-		r.Source += InsecureSourceMark
-	}
-	return r
-}
-
-func describeRow(d *sdk.Description, source, sum string) Row {
-	if d == nil {
-		return Row{Source: source, SHA256: sum, Hooks: []string{}, Dependencies: []string{}}
-	}
-	r := rowOf(d, source)
-	r.SHA256 = sum
-	return r
 }
 
 func newPluginInfoCmd(a *app) *cobra.Command {
@@ -342,7 +187,7 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 		if len(d.Outputs) > 0 {
 			fmt.Fprintf(a.out, "outputs: %s\n", termsafe.Line(strings.Join(d.Outputs, ", ")))
 		}
-		fields, err := configFields(d.ConfigSchema)
+		fields, err := pluginset.ConfigFields(d.ConfigSchema)
 		switch {
 		case err != nil:
 			// A schema that does not parse (checked at install; a built-in's
@@ -554,9 +399,10 @@ disable it in the config file, or install another version first.`,
 			}
 			disabled := false
 			err = a.withLock(cmd.Context(), func() error {
-				orphan, err := a.removeOrphans(store, name, version)
+				orphan, err := pluginset.RemoveOrphan(store, name, version, compiledIn(), a.loadConfig)
 				if err != nil {
-					return err
+					// The config is broken already; removing must stay possible.
+					fmt.Fprintf(a.err, "Warning: cannot tell whether the config still needs plugin %s: %v\n", name, err)
 				}
 				if orphan != "" {
 					if !disable {
@@ -591,48 +437,6 @@ disable it in the config file, or install another version first.`,
 	return cmd
 }
 
-// removeOrphans says, when removing version of name ("" = every version)
-// would leave the config enabling a plugin with no installed version to
-// select, why ("" otherwise). Nothing that is not installed counts: the
-// store's own error for that is clearer.
-func (a *app) removeOrphans(store *pluginstore.Store, name, version string) (string, error) {
-	if _, ok := builtins()[name]; ok {
-		return "", nil
-	}
-	installed, _ := store.List()
-	present := false
-	for _, inst := range installed {
-		if inst.Name == name && (version == "" || inst.Version == version) {
-			present = true
-		}
-	}
-	if !present {
-		return "", nil
-	}
-	l, err := a.loadConfig()
-	if err != nil {
-		// The config is broken already; removing must stay possible.
-		fmt.Fprintf(a.err, "Warning: cannot tell whether the config still needs plugin %s: %v\n", name, err)
-		return "", nil
-	}
-	pc, ok := l.Config.Plugins[name]
-	if !ok || !pc.Enabled {
-		return "", nil
-	}
-	if _, err := store.ResolveAfterRemove(name, pc.Version, version); err == nil {
-		return "", nil
-	}
-	what := "every installed version of " + name
-	if version != "" {
-		what = name + " " + version
-	}
-	constraint := "any version"
-	if pc.Version != "" {
-		constraint = fmt.Sprintf("plugins.%s.version %q", name, pc.Version)
-	}
-	return fmt.Sprintf("plugin %s is enabled and, once %s is removed, no installed version matches %s", name, what, constraint), nil
-}
-
 func newPluginToggleCmd(a *app, enable bool) *cobra.Command {
 	verb := "disable"
 	if enable {
@@ -648,7 +452,7 @@ func newPluginToggleCmd(a *app, enable bool) *cobra.Command {
 				return err
 			}
 			return a.withLock(cmd.Context(), func() error {
-				if err := a.checkToggle(args[0], enable); err != nil {
+				if err := pluginset.CheckToggle(args[0], enable, compiledIn(), a.openStore, a.loadConfig); err != nil {
 					return err
 				}
 				if err := config.SetPluginEnabled(path, args[0], enable); err != nil {
@@ -662,78 +466,6 @@ func newPluginToggleCmd(a *app, enable bool) *cobra.Command {
 			})
 		},
 	}
-}
-
-// checkToggle refuses, before the config file is touched, to enable a plugin
-// that no run could use: not built in, not installed, or with no installed
-// version matching plugins.NAME.version. Disabling needs only a name marina
-// knows (built in, installed or in the config), so a typo is not written.
-func (a *app) checkToggle(name string, enable bool) error {
-	if _, ok := builtins()[name]; ok {
-		return nil
-	}
-	store, err := a.openStore()
-	if err != nil {
-		return err
-	}
-	installed, _ := store.List()
-	known := map[string]bool{}
-	for _, inst := range installed {
-		known[inst.Name] = true
-	}
-	l, lerr := a.loadConfig()
-	if !enable {
-		if known[name] || lerr != nil {
-			return nil // a broken config must stay fixable with disable
-		}
-		if _, ok := l.Config.Plugins[name]; ok {
-			return nil
-		}
-		return exitcode.NewUsage(unknownPlugin("disable", name, installed))
-	}
-	if !known[name] {
-		return exitcode.NewUsage(unknownPlugin("enable", name, installed))
-	}
-	if lerr != nil {
-		return lerr
-	}
-	constraint := l.Config.Plugins[name].Version
-	if _, err := store.Resolve(name, constraint); err != nil {
-		return exitcode.NewUsage(fmt.Errorf("plugin enable %s: %w; or change plugins.%s.version in the config (nothing was changed)", name, err, name))
-	}
-	return nil
-}
-
-// unknownPlugin is the error for a name that is neither built in nor
-// installed, with the nearest known name and the list to choose from.
-func unknownPlugin(verb, name string, installed []pluginstore.Installed) error {
-	var names []string
-	seen := map[string]bool{}
-	for n := range builtins() {
-		names, seen[n] = append(names, n), true
-	}
-	var inst []string
-	for _, i := range installed {
-		if !seen[i.Name] {
-			names, seen[i.Name] = append(names, i.Name), true
-			inst = append(inst, i.Name)
-		}
-	}
-	msg := fmt.Sprintf("plugin %s %s: no plugin %q is built in or installed", verb, name, name)
-	if s := suggest.Closest(name, names); s != "" {
-		msg += fmt.Sprintf("; did you mean %q?", s)
-	}
-	builtin := make([]string, 0, len(builtins()))
-	for n := range builtins() {
-		builtin = append(builtin, n)
-	}
-	sort.Strings(builtin)
-	installedList := "none"
-	if len(inst) > 0 {
-		installedList = strings.Join(inst, ", ")
-	}
-	msg += fmt.Sprintf(" (built in: %s; installed: %s). Install a plugin first with `marina plugin install SOURCE`; nothing was changed", strings.Join(builtin, ", "), installedList)
-	return errors.New(msg)
 }
 
 // verifyRow is one line of `plugin verify`.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bcollard/marina/core/pluginset"
 )
 
 // testPlugin returns the path of a real plugin binary built from
@@ -67,10 +69,10 @@ func marinaIn(t *testing.T, home, dir string, args ...string) result {
 }
 
 // listRows runs `plugin list -o json` and returns its rows and exit status.
-func listRows(t *testing.T, home string) ([]Row, result) {
+func listRows(t *testing.T, home string) ([]pluginset.Row, result) {
 	t.Helper()
 	r := marina(t, home, nil, "plugin", "list", "-o", "json")
-	var rows []Row
+	var rows []pluginset.Row
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 		t.Fatalf("plugin list -o json (exit %d): %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
 	}

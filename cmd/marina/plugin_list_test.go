@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/bcollard/marina/core/pluginset"
 )
 
 // verifyJSON runs `plugin verify -o json` and returns its rows by version
@@ -119,7 +121,7 @@ func TestPluginListDependencyUnavailable(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("plugin list: exit %d\n%s", r.code, r.stderr)
 	}
-	status := map[string]Row{}
+	status := map[string]pluginset.Row{}
 	for _, row := range rows {
 		status[row.Name] = row
 	}
@@ -197,7 +199,7 @@ func TestPluginListFitsIn100Columns(t *testing.T) {
 func TestPluginTable(t *testing.T) {
 	home, _ := os.UserHomeDir()
 	long := "plugin acme 1.0.0: binary /var/lib/somewhere/very/deep/plugins/acme/1.0.0/linux_amd64/marina-plugin-acme was modified after install (sha256 0123456789ab…, expected ba9876543210…); reinstall it with `marina plugin install /var/lib/somewhere/very/deep/src/marina-plugin-acme`"
-	rows := []Row{
+	rows := []pluginset.Row{
 		{Name: "acme", Version: "1.0.0", Source: filepath.Join(home, "src", "a", "rather", "long", "path", "to", "bin", "marina-plugin-acme"), Hooks: []string{"PostCluster"}, Status: "modified", Detail: long},
 		{Name: "beta", Version: "2.0.0", Source: "https://example.com/releases/download/v2.0.0/marina-plugin-beta.tar.gz [checksum skipped at install]", Hooks: []string{"PostUp", "PreDestroy"}, Status: "active"},
 		{Name: "gamma", Source: "-", Status: "unavailable", Detail: "plugin gamma is not installed; install it with `marina plugin install <source>` or remove plugins.gamma from the config"},

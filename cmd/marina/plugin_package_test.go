@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/core/pluginstore"
 	"github.com/bcollard/marina/sdk/dockertest"
 )
@@ -335,7 +336,7 @@ func TestPluginSigning(t *testing.T) {
 	}
 	policy("enforce")
 	r = marina(t, home, nil, "plugin", "list", "-o", "json")
-	var all []Row
+	var all []pluginset.Row
 	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || r.code != 1 {
 		t.Fatalf("list under enforce with an unsigned build: exit %d (want 1) %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bcollard/marina/core/pluginset"
 )
 
 // TestPluginLifecycle is the "done when" from a clean tree: scaffold a
@@ -153,21 +155,21 @@ func TestPluginLifecycle(t *testing.T) {
 	}
 }
 
-func listPlugins(t *testing.T, home string) []Row {
+func listPlugins(t *testing.T, home string) []pluginset.Row {
 	t.Helper()
 	r := marina(t, home, nil, "plugin", "list", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("plugin list: %d %s", r.code, r.stderr)
 	}
-	var rows []Row
+	var rows []pluginset.Row
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 		t.Fatalf("plugin list -o json: %v\n%s", err, r.stdout)
 	}
 	return rows
 }
 
-func rowsFor(rows []Row, name string) []Row {
-	var out []Row
+func rowsFor(rows []pluginset.Row, name string) []pluginset.Row {
+	var out []pluginset.Row
 	for _, r := range rows {
 		if r.Name == name {
 			out = append(out, r)

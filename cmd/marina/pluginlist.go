@@ -11,27 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/core/termsafe"
-	"github.com/bcollard/marina/sdk"
 )
-
-// Row is one line of `plugin list`.
-type Row struct {
-	Name         string   `json:"name" yaml:"name"`
-	Version      string   `json:"version" yaml:"version"`
-	Source       string   `json:"source" yaml:"source"`
-	Protocol     string   `json:"protocol" yaml:"protocol"`
-	Hooks        []string `json:"hooks" yaml:"hooks"`
-	Dependencies []string `json:"dependencies" yaml:"dependencies"`
-	Status       string   `json:"status" yaml:"status"`
-	Detail       string   `json:"detail,omitempty" yaml:"detail,omitempty"`
-	SHA256       string   `json:"sha256,omitempty" yaml:"sha256,omitempty"`
-	Path         string   `json:"path,omitempty" yaml:"path,omitempty"`
-	// Signature is the installed build's signature checked against
-	// pluginTrust.keys: "signed by NAME", "unsigned", "untrusted (...)",
-	// "invalid (...)"; empty for built-ins.
-	Signature string `json:"signature,omitempty" yaml:"signature,omitempty"`
-}
 
 // TableWidth is the width the default `plugin list` table keeps
 // within (for sources up to SourceWidth and the usual names).
@@ -45,7 +27,7 @@ const (
 // and below it, for each row with a detail, "NAME VERSION: STATUS (DETAIL)"
 // wrapped to TableWidth; wide has every column, the sources whole
 // and the details in the STATUS column. Plugin-provided text is cleaned.
-func WriteTable(w io.Writer, rows []Row, wide bool) error {
+func WriteTable(w io.Writer, rows []pluginset.Row, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if wide {
 		fmt.Fprintln(tw, "NAME\tVERSION\tSOURCE\tPROTOCOL\tHOOKS\tDEPENDS\tSIGNATURE\tSTATUS")
@@ -81,23 +63,19 @@ func WriteTable(w io.Writer, rows []Row, wide bool) error {
 	return nil
 }
 
-func StatusDetail(r Row) string {
+func StatusDetail(r pluginset.Row) string {
 	if r.Detail == "" {
 		return r.Status
 	}
 	return r.Status + " (" + r.Detail + ")"
 }
 
-// InsecureSourceMark is what installedRow appends to the source of an
-// https install made without a checksum; the default table abbreviates it.
-const InsecureSourceMark = " [checksum skipped at install]"
-
 // ShortSource is a source as the default `plugin list` table shows it:
 // the home directory as ~ and, past SourceWidth, its last components
 // after "…" (the file name or tag, which tells installs apart).
 func ShortSource(src string) string {
 	mark := ""
-	if rest, ok := strings.CutSuffix(src, InsecureSourceMark); ok {
+	if rest, ok := strings.CutSuffix(src, pluginset.InsecureSourceMark); ok {
 		src, mark = rest, " [checksum skipped]"
 	}
 	if home, err := os.UserHomeDir(); err == nil && home != "/" && strings.HasPrefix(src, home+"/") {
@@ -144,32 +122,8 @@ func WrapWords(s string, width int, indent string) string {
 	return b.String()
 }
 
-// Statuses `plugin list` shows besides active, installed, disabled and unavailable.
-const (
-	StatusModified       = "modified"
-	StatusLockUnreadable = "lock unreadable"
-	StatusShadowed       = "shadowed"
-)
-
-// rowOf is the plugin list row of a plugin described by d, installed from
-// source ("built-in" for the built-ins), its status not yet set.
-func rowOf(d *sdk.Description, source string) Row {
-	r := Row{Name: d.Name, Version: d.Version, Source: source, Protocol: d.Protocol, Hooks: []string{}, Dependencies: []string{}}
-	for _, h := range d.Hooks {
-		r.Hooks = append(r.Hooks, string(h))
-	}
-	for _, dep := range d.Dependencies {
-		name := dep.Name
-		if dep.Optional {
-			name += "?"
-		}
-		r.Dependencies = append(r.Dependencies, name)
-	}
-	return r
-}
-
-// newPluginListCmd is `marina plugin list`; a.pluginRows makes its rows and
-// the problems (one line each) that make it exit 1.
+// newPluginListCmd is `marina plugin list`: pluginset.List makes its rows
+// and the problems (one line each) that make it exit 1.
 func newPluginListCmd(a *app) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -195,7 +149,15 @@ hashes the installed binaries and starts no plugin. Like every command that reso
 plugins, it first pins in the lock file the versions the config selects, when they changed.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			list, problems, err := a.pluginRows()
+			l, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			entries, store, err := a.resolvePlugins(l)
+			if err != nil {
+				return err
+			}
+			list, problems, err := pluginset.List(entries, store)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,11 @@
 // each resolved to one version, with its config and launch spec. It starts
 // no process: descriptions come from the built-ins themselves (in-process)
 // and from the store's manifests.
+//
+// It also holds the rules the plugin commands apply to the set: List (the
+// rows and problems of `plugin list`), CheckToggle and RemoveOrphan (what
+// `plugin enable`, `disable` and `remove` refuse) and ConfigFields (a
+// plugin's config schema as the fields `plugin info` shows).
 package pluginset
 
 import (
