@@ -19,7 +19,7 @@ import (
 )
 
 // marinaBin is the marina binary the tests run (also the process built-in
-// plugins and the kind helper are).
+// plugins and the kind helper are), marina-lima beside it.
 var marinaBin string
 
 // TestMain builds the real binary once: the CLI is tested as users run it
@@ -29,8 +29,9 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// marina-lima beside it, as released: the lima driver's engine.
 	marinaBin = filepath.Join(dir, "marina")
-	build := exec.Command("go", "build", "-o", marinaBin, ".")
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), ".", "../marina-lima")
 	build.Env = append(os.Environ(), buildCgo())
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
