@@ -571,6 +571,10 @@ func (d *Driver) sshKey() string {
 
 // Exec runs argv in the VM as root (limavm.Guest.Exec).
 func (d *Driver) Exec(ctx context.Context, argv []string, stdin io.Reader) ([]byte, error) {
-	d.guest.Timeout = d.ExecTimeout
+	if _, ok := ctx.Deadline(); !ok && d.ExecTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.ExecTimeout)
+		defer cancel()
+	}
 	return d.guest.Exec(ctx, argv, stdin)
 }

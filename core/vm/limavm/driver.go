@@ -150,7 +150,11 @@ func (d *Driver) sshTarget(ctx context.Context) (SSHTarget, error) {
 // returns its stdout (Guest.Exec, bounded by ExecTimeout when ctx has no
 // deadline).
 func (d *Driver) Exec(ctx context.Context, argv []string, stdin io.Reader) ([]byte, error) {
-	d.guest.Timeout = d.ExecTimeout
+	if _, ok := ctx.Deadline(); !ok && d.ExecTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.ExecTimeout)
+		defer cancel()
+	}
 	return d.guest.Exec(ctx, argv, stdin)
 }
 
@@ -214,9 +218,7 @@ func (d *Driver) Shell(ctx context.Context, argv []string, in io.Reader, out, er
 
 // Guest runs commands in the VM over SSH, on one reused connection.
 type Guest struct {
-	// Timeout bounds Exec when ctx has no deadline (default 2 minutes).
-	Timeout time.Duration
-	ssh     *sshExecutor
+	ssh *sshExecutor
 }
 
 // NewGuest returns a Guest that logs in where target says, asked before
@@ -237,18 +239,14 @@ func NewGuest(target func(ctx context.Context) (SSHTarget, error)) *Guest {
 }
 
 // Exec runs argv in the VM as root (sudo), with stdin (may be nil), and
-// returns its stdout. It is bounded by ctx (or Timeout when ctx has no
+// returns its stdout. It is bounded by ctx (or 2 minutes when ctx has no
 // deadline) on both ends: the guest runs it under `timeout`, and
 // cancelling ctx signals it and returns at once. A non-zero exit is an
 // error that carries stderr.
 func (g *Guest) Exec(ctx context.Context, argv []string, stdin io.Reader) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
-		t := g.Timeout
-		if t <= 0 {
-			t = 2 * time.Minute
-		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
+		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 	}
 	deadline, _ := ctx.Deadline()
