@@ -459,7 +459,7 @@ func (l *Lab) exportKubeconfig(ctx context.Context, c *Clusters, run *clusterRun
 // clientFor connects to a cluster through its admin kubeconfig. It is the
 // dynamic client, read and written as k8s.io/api's types through
 // kube.NewTyped: client-go's typed clientset is not linked into marina (its
-// scheme's init costs every command ~27 ms; see docs/design.md).
+// scheme's init would run in every command; see docs/design.md).
 func clientFor(kubecfg []byte) (dynamic.Interface, error) {
 	rc, err := clientcmd.RESTConfigFromKubeConfig(kubecfg)
 	if err != nil {

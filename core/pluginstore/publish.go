@@ -179,7 +179,7 @@ func (s *Store) Publish(ctx context.Context, o PublishOptions) (*PublishResult, 
 // OCIArtifactType with one layer and the empty config: what oras's
 // PackManifest(PackManifestVersion1_1) writes, byte for byte (the same
 // digest), without linking oras's root package, whose init compiles a
-// regular expression in every marina command (~0.7 ms of a 10 ms start).
+// regular expression in every marina command (docs/bench.md).
 // The annotations must hold ocispec.AnnotationCreated.
 func pushArtifactManifest(ctx context.Context, repo content.Storage, layer ocispec.Descriptor, ann map[string]string) (ocispec.Descriptor, error) {
 	if err := pushBlob(ctx, repo, ocispec.DescriptorEmptyJSON, ocispec.DescriptorEmptyJSON.Data); err != nil {

@@ -20,9 +20,8 @@ import (
 // This file is a REST mapper backed by the cluster's discovery documents,
 // written here instead of using client-go's discovery and restmapper
 // packages: those import k8s.io/client-go/kubernetes/scheme, whose init
-// registers every built-in API group's types (~27 ms and 670 KB in every
-// process that links it, i.e. every marina command and built-in plugin,
-// used or not). It reads what client-go's DeferredDiscoveryRESTMapper over
+// registers every built-in API group's types in every process that links
+// it, i.e. every marina command and built-in plugin, used or not. It reads what client-go's DeferredDiscoveryRESTMapper over
 // a memory-cached discovery client reads: aggregated discovery (/api and
 // /apis, one request each) where the server serves it, otherwise the group
 // lists and then every group-version's resource list; group-versions that

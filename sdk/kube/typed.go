@@ -20,8 +20,7 @@ import (
 // runtime.DefaultUnstructuredConverter. It stands in for the typed
 // clientset (k8s.io/client-go/kubernetes), which this package does not
 // use: that package's scheme registers every built-in API group's types
-// at init, in every process that links it, used or not (~27 ms and
-// 670 KB per start). A plugin that wants the typed clientset anyway can
+// at init, in every process that links it, used or not. A plugin that wants the typed clientset anyway can
 // make one from Client.Config.
 //
 // Errors are the API server's (apierrors.IsNotFound, IsConflict, ...

@@ -13,7 +13,7 @@
 // Why not TLS (go-plugin's AutoMTLS, which marina used before): on one
 // machine and one user, AutoMTLS guards against the same things, at the
 // cost of a P-521 key and certificate generated on both sides and a TLS
-// handshake at every launch (~30 ms of the ~40 ms a bare launch takes).
+// handshake at every launch (most of what a bare launch took).
 // Its client certificate travels to the plugin in the environment, which
 // any process of the user can read (/proc/PID/environ, ps eww), and its
 // private keys live in the memory of processes that same user can trace;

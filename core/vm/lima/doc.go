@@ -22,7 +22,7 @@
 // This package runs only in marina's Lima engine, marina-lima (package
 // limaengine, cmd/marina-lima): Lima's VM drivers, its instance operations
 // and its host agent are heavy (the vz and qemu drivers, usernet's gVisor
-// stack and gopacket: ~90 ms of package init), so the marina program links
+// stack and gopacket, whose package init alone is heavy), so the marina program links
 // none of it and asks the engine (core/vm/limavm: one JSON request on
 // stdin, progress and one result on stdout) to run this driver. Lima runs
 // the VM's host agent by re-executing the engine as `marina-lima hostagent

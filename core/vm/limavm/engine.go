@@ -24,7 +24,7 @@ import (
 // runs there, one request at a time. Lima lives outside the marina binary
 // for its weight: its VM drivers pull in user-mode networking
 // (gvisor-tap-vsock, gopacket) whose package init alone would cost every
-// marina command and every built-in plugin ~90 ms.
+// marina command and every built-in plugin (docs/bench.md).
 //
 // On macOS the engine is also the program Lima re-executes as the VM's
 // host agent (`marina-lima hostagent ...`), which drives

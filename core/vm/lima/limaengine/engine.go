@@ -2,8 +2,8 @@
 // on Lima itself) and Lima's host agent, in their own program
 // (limavm.EngineName, built from cmd/marina-lima) so that the marina binary
 // links no Lima package. Lima's VM drivers pull in its user-mode networking
-// (gvisor-tap-vsock, gopacket), whose package init alone cost every marina
-// command and every built-in plugin ~90 ms. marina's lima driver
+// (gvisor-tap-vsock, gopacket), whose package init alone would cost every
+// marina command and every built-in plugin (docs/bench.md). marina's lima driver
 // (core/vm/limavm) sends one limavm.EngineRequest per operation on stdin;
 // the engine answers with limavm.EngineEvent lines on stdout (progress, then
 // the result); SIGINT or SIGTERM ends the request's context, as Ctrl-C did
