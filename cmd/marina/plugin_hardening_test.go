@@ -243,7 +243,7 @@ func TestPluginListShowsTampering(t *testing.T) {
 	rows, r = listRows(t, home)
 	acme = rowsFor(rows, "acme")
 	if r.code != 1 || len(acme) != 1 || acme[0].Status != "modified" || !strings.Contains(acme[0].Detail, "modified after install") ||
-		!strings.Contains(r.stderr, "plugin acme 1.0.0: binary modified") {
+		!strings.Contains(r.stderr, "plugin acme 1.0.0: binary ") || strings.Count(r.stderr, "plugin acme 1.0.0") != 1 {
 		t.Fatalf("tampered binary: exit %d %+v\n%s", r.code, acme, r.stderr)
 	}
 	text := marina(t, home, nil, "plugin", "list")

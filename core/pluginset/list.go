@@ -3,6 +3,7 @@ package pluginset
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/core/pluginstore"
@@ -151,13 +152,13 @@ func verifyRows(store *pluginstore.Store, rows []Row) []string {
 		switch err := byPath[r.Path]; {
 		case errors.Is(err, pluginstore.ErrModified) || errors.Is(err, pluginstore.ErrLockMismatch):
 			r.Status, r.Detail = StatusModified, err.Error()
-			problems = append(problems, fmt.Sprintf("plugin %s %s: binary modified: %v", r.Name, r.Version, err))
+			problems = append(problems, about(*r, err))
 		case err != nil:
 			if r.Status == StatusActive {
 				r.Status = StatusUnavailable
 			}
 			r.Detail = err.Error()
-			problems = append(problems, fmt.Sprintf("plugin %s %s: %v", r.Name, r.Version, err))
+			problems = append(problems, about(*r, err))
 		case lockErr != nil && r.Status == StatusActive:
 			r.Status, r.Detail = StatusLockUnreadable, lockErr.Error()
 		}
@@ -229,4 +230,15 @@ func rowOf(d *sdk.Description, source string) Row {
 		r.Dependencies = append(r.Dependencies, name)
 	}
 	return r
+}
+
+// about is err as a problem line about row r: the store's messages name the
+// plugin and version already ("plugin acme 1.1.0: binary ... was modified
+// after install"); others get them in front.
+func about(r Row, err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, fmt.Sprintf("plugin %s %s", r.Name, r.Version)) {
+		return msg
+	}
+	return fmt.Sprintf("plugin %s %s: %s", r.Name, r.Version, msg)
 }

@@ -129,7 +129,10 @@ func TestList(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, problems, err = List(entries, s)
-	if err != nil || len(problems) != 1 || !strings.HasPrefix(problems[0], "plugin acme 1.1.0: binary modified: ") {
+	// One problem line, naming the plugin once (the store's message names
+	// it already: no "plugin acme 1.1.0: binary modified: plugin acme 1.1.0: ...").
+	if err != nil || len(problems) != 1 || !strings.HasPrefix(problems[0], "plugin acme 1.1.0: binary ") ||
+		strings.Count(problems[0], "acme 1.1.0") != 1 || !strings.Contains(problems[0], "was modified after install") {
 		t.Fatalf("with a modified binary: %v, problems %q", err, problems)
 	}
 	if r := rows[1]; r.Status != StatusModified || !strings.Contains(r.Detail, "was modified after install") {
