@@ -134,17 +134,24 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 		Short: "Show a plugin's description, hooks, timeouts and config schema with defaults (the version the config selects)",
 		Args:  cobra.ExactArgs(1),
 	}
-	cmd.RunE = func(_ *cobra.Command, args []string) error {
+	cmd.RunE = func(_ *cobra.Command, args []string) (err error) {
 		// The config, read once, selects the version and the timeouts; info
 		// still answers when it does not load.
 		var plugins map[string]config.PluginConfig
 		if l, lerr := a.loadConfig(); lerr == nil {
 			plugins = l.Config.Plugins
 		}
-		d, src, selected, err := a.findDescription(args[0], plugins)
+		d, src, selected, unusable, err := a.findDescription(args[0], plugins)
 		if err != nil {
 			return err
 		}
+		// A binary that fails its check is still described (from its
+		// manifest), and the command fails with why it will not run.
+		defer func() {
+			if err == nil {
+				err = unusable
+			}
+		}()
 		// The configured per-plugin timeout replaces the plugin's own
 		// default for every hook.
 		configured := plugins[d.Name].Timeout
@@ -209,44 +216,43 @@ func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
 }
 
-// findDescription finds a built-in or installed plugin by NAME[@VERSION].
+// findDescription finds a built-in or installed plugin by NAME[@VERSION];
+// unusable is why an installed binary would not be launched (modified,
+// replaced, missing: pluginstore's Verify), nil when it would.
 // Without a version, an installed plugin is the version the config selects
 // (its plugins.NAME.version constraint, as `plugin list` shows), or the
 // highest installed when the config (plugins: nil when it did not load)
 // does not name it; selected says which.
-func (a *app) findDescription(ref string, plugins map[string]config.PluginConfig) (d *sdk.Description, src, selected string, err error) {
+func (a *app) findDescription(ref string, plugins map[string]config.PluginConfig) (d *sdk.Description, src, selected string, unusable, err error) {
 	name, version, _ := strings.Cut(ref, "@")
 	if newPlugin, ok := builtins()[name]; ok && version == "" {
 		d, err := sdk.Describe(newPlugin())
-		return d, "built-in", "", err
+		return d, "built-in", "", nil, err
 	}
 	store, err := a.openStore()
 	if err != nil {
-		return nil, "", "", err
+		return nil, "", "", nil, err
 	}
-	if version != "" {
-		inst, err := store.Get(name, version)
-		if err != nil {
-			return nil, "", "", exitcode.NewUsage(err)
-		}
-		return inst.Description, inst.Source, "as asked (" + ref + ")", nil
-	}
-	if pc, ok := plugins[name]; ok {
-		inst, err := store.Resolve(name, pc.Version)
-		if err != nil {
-			return nil, "", "", exitcode.NewUsage(err)
-		}
+	var inst *pluginstore.Installed
+	switch pc, configured := plugins[name]; {
+	case version != "":
+		inst, err = store.Get(name, version)
+		selected = "as asked (" + ref + ")"
+	case configured:
+		inst, err = store.Resolve(name, pc.Version)
 		constraint := pc.Version
 		if constraint == "" {
 			constraint = "any version"
 		}
-		return inst.Description, inst.Source, fmt.Sprintf("selected by the config (plugins.%s.version: %s)", name, constraint), nil
+		selected = fmt.Sprintf("selected by the config (plugins.%s.version: %s)", name, constraint)
+	default:
+		inst, err = store.Resolve(name, "")
+		selected = "the highest installed (the config does not name it)"
 	}
-	inst, err := store.Resolve(name, "")
 	if err != nil {
-		return nil, "", "", exitcode.NewUsage(err)
+		return nil, "", "", nil, exitcode.NewUsage(err)
 	}
-	return inst.Description, inst.Source, "the highest installed (the config does not name it)", nil
+	return inst.Description, inst.Source, selected, store.Verify(inst), nil
 }
 
 // pluginInfoView is `plugin info -o json|yaml`: lowerCamel keys, the

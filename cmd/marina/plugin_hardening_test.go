@@ -251,9 +251,19 @@ func TestPluginListShowsTampering(t *testing.T) {
 		t.Fatalf("plugin list (text) with a tampered binary: exit %d\n%s%s", text.code, text.stdout, text.stderr)
 	}
 
+	// plugin info still describes it (from its manifest) and fails,
+	// saying why it will not run.
+	if info := marina(t, home, nil, "plugin", "info", "acme"); info.code != 1 || !strings.Contains(info.stdout, "acme 1.0.0") ||
+		!strings.Contains(info.stderr, "was modified after install") {
+		t.Fatalf("plugin info of a tampered binary: exit %d\n%s%s", info.code, info.stdout, info.stderr)
+	}
+
 	// Restored: active again. Then the lock file is corrupted.
 	if err := os.WriteFile(bin, orig, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if info := marina(t, home, nil, "plugin", "info", "acme"); info.code != 0 || info.stderr != "" {
+		t.Fatalf("plugin info of the restored binary: exit %d\n%s%s", info.code, info.stdout, info.stderr)
 	}
 	if rows, r := listRows(t, home); r.code != 0 || rowsFor(rows, "acme")[0].Status != "active" {
 		t.Fatalf("restored binary: exit %d %+v\n%s", r.code, rowsFor(rows, "acme"), r.stderr)
