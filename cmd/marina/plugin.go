@@ -480,7 +480,23 @@ type verifyRow struct {
 	Version string `json:"version" yaml:"version"`
 	Pinned  bool   `json:"pinned" yaml:"pinned"`
 	OK      bool   `json:"ok" yaml:"ok"`
+	// Verdict is ok, modified (the binary is not the build installed or
+	// locked), untrusted (intact, but pluginTrust refuses it) or failed.
+	Verdict string `json:"verdict" yaml:"verdict"`
 	Error   string `json:"error,omitempty" yaml:"error,omitempty"`
+}
+
+// verdictOf names what verification found.
+func verdictOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, pluginstore.ErrUntrusted):
+		return "untrusted"
+	case errors.Is(err, pluginstore.ErrModified) || errors.Is(err, pluginstore.ErrLockMismatch):
+		return "modified"
+	}
+	return "failed"
 }
 
 func newPluginVerifyCmd(a *app) *cobra.Command {
@@ -493,8 +509,9 @@ and, for the version the lock file ~/.marina/plugins.lock pins (shown as pinned)
 pinned there. The lock file first follows the config: the versions plugins.<name>.version
 selects are pinned, as by every command that resolves the plugin set, so what verify
 checks as pinned is what plugin list shows as active. Another build of a pinned version is
-never pinned over it: it fails verification. Exit status 1 when any binary fails. It
-starts no plugin.`,
+never pinned over it: it fails verification. Each line says ok, MODIFIED (not the build
+installed or locked), UNTRUSTED (intact, but pluginTrust refuses it: the rule is named) or
+FAILED. Exit status 1 when any binary fails. It starts no plugin.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			var store *pluginstore.Store
@@ -518,7 +535,7 @@ starts no plugin.`,
 			rows := []verifyRow{}
 			bad := 0
 			for _, r := range results {
-				row := verifyRow{Name: r.Installed.Name, Version: r.Installed.Version, Pinned: r.Pinned, OK: r.Err == nil}
+				row := verifyRow{Name: r.Installed.Name, Version: r.Installed.Version, Pinned: r.Pinned, OK: r.Err == nil, Verdict: verdictOf(r.Err)}
 				if r.Err != nil {
 					row.Error = r.Err.Error()
 					bad++
@@ -536,9 +553,9 @@ starts no plugin.`,
 						pinned = " (pinned)"
 					}
 					if r.OK {
-						fmt.Fprintf(a.out, "ok       %s %s%s\n", r.Name, r.Version, pinned)
+						fmt.Fprintf(a.out, "%-8s %s %s%s\n", r.Verdict, r.Name, r.Version, pinned)
 					} else {
-						fmt.Fprintf(a.out, "MODIFIED %s %s%s: %s\n", r.Name, r.Version, pinned, r.Error)
+						fmt.Fprintf(a.out, "%-8s %s %s%s: %s\n", strings.ToUpper(r.Verdict), r.Name, r.Version, pinned, r.Error)
 					}
 				}
 				if len(rows) == 0 {

@@ -345,7 +345,9 @@ func TestPluginSigning(t *testing.T) {
 		!strings.Contains(rows[1].Detail, "pluginTrust.policy is enforce") {
 		t.Fatalf("list: %+v", rows)
 	}
-	if r := marina(t, home, nil, "plugin", "verify"); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "unsigned") {
+	// Intact but refused by the policy: UNTRUSTED with the rule, not MODIFIED.
+	if r := marina(t, home, nil, "plugin", "verify"); r.code == 0 || !strings.Contains(r.stdout, "UNTRUSTED acme 1.1.0") ||
+		!strings.Contains(r.stdout, "unsigned") || !strings.Contains(r.stdout, "pluginTrust") || strings.Contains(r.stdout, "MODIFIED") {
 		t.Errorf("verify under enforce with an unsigned build: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if r := marina(t, home, nil, "config", "validate", "--set", "pluginTrust.policy=enforced"); r.code != 2 || !strings.Contains(r.stderr, "pluginTrust.policy") {
