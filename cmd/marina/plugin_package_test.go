@@ -221,6 +221,19 @@ func TestPluginPublishInstall(t *testing.T) {
 	if r := marina(t, home, nil, "plugin", "install", "nosuch@1"); r.code != 2 || !strings.Contains(r.stderr, "no plugin nosuch in pluginSources") {
 		t.Fatalf("install an unknown name: %d\n%s", r.code, r.stderr)
 	}
+
+	// Before any install, versions finds NAME through pluginSources too,
+	// as search and install NAME do.
+	fresh := t.TempDir()
+	writeConfigFile(t, fresh, "pluginSources: [\"oci://"+hostport+"/team\"]\n")
+	r = marina(t, fresh, nil, "plugin", "versions", "acme", "-o", "json")
+	vs = nil
+	if err := json.Unmarshal([]byte(r.stdout), &vs); err != nil || r.code != 0 || len(vs) != 3 || vs[0].Version != "2.0.0" {
+		t.Fatalf("versions before any install: %d %v %+v\n%s", r.code, err, vs, r.stderr)
+	}
+	if r := marina(t, fresh, nil, "plugin", "versions", "nosuch"); r.code != 2 || !strings.Contains(r.stderr, "nor in pluginSources") {
+		t.Fatalf("versions of a name no source has: %d\n%s", r.code, r.stderr)
+	}
 }
 
 // TestPluginSigning (tier 2): keygen → package --sign → install (from the

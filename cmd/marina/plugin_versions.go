@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -26,14 +27,16 @@ func newPluginVersionsCmd(a *app) *cobra.Command {
 protocol each needs, the platforms it is published for, its signature checked against
 pluginTrust.keys (without downloading it), and whether this marina can run it on this
 machine. NAME is an installed plugin (its repository is the one it was installed
-from); or give the repository. Reads the tag list and one manifest per version.`,
+from) or, before any install, a plugin of the configured pluginSources (as plugin search
+and plugin install NAME find it); or give the repository. Reads the tag list and one
+manifest per version.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			store, err := a.openStore()
 			if err != nil {
 				return err
 			}
-			repo, err := repositoryFor(store, args[0])
+			repo, err := a.repositoryFor(cmd.Context(), store, args[0])
 			if err != nil {
 				return err
 			}
@@ -63,8 +66,9 @@ from); or give the repository. Reads the tag list and one manifest per version.`
 
 // repositoryFor returns the OCI repository of arg: arg itself when it is
 // an oci:// reference, else the repository the installed plugin arg was
-// installed from (its newest installed version's).
-func repositoryFor(store *pluginstore.Store, arg string) (string, error) {
+// installed from (its newest installed version's), else the repository of
+// arg in the config's pluginSources.
+func (a *app) repositoryFor(ctx context.Context, store *pluginstore.Store, arg string) (string, error) {
 	if strings.HasPrefix(arg, "oci://") {
 		return arg, nil
 	}
@@ -86,10 +90,24 @@ func repositoryFor(store *pluginstore.Store, arg string) (string, error) {
 			repo, newest = r, v
 		}
 	}
-	if repo == "" {
-		return "", exitcode.NewUsage(fmt.Errorf("plugin %s has no installed version from an OCI registry to ask; give its repository: marina plugin versions oci://HOST/REPOSITORY", arg))
+	if repo != "" {
+		return repo, nil
 	}
-	return repo, nil
+	var sources []string
+	if l, err := a.loadConfig(); err == nil {
+		sources = l.Config.PluginSources
+	}
+	if len(sources) > 0 {
+		repo, err := store.Find(ctx, sources, arg)
+		if err != nil {
+			return "", err
+		}
+		if repo != "" {
+			return repo, nil
+		}
+		return "", exitcode.NewUsage(fmt.Errorf("plugin %s is neither installed from an OCI registry nor in pluginSources (%s); marina plugin search lists what they offer, or give its repository: marina plugin versions oci://HOST/REPOSITORY", arg, strings.Join(sources, ", ")))
+	}
+	return "", exitcode.NewUsage(fmt.Errorf("plugin %s has no installed version from an OCI registry to ask, and the config has no pluginSources to look it up in; give its repository: marina plugin versions oci://HOST/REPOSITORY", arg))
 }
 
 // outdatedRow is one enabled installed plugin and what its repository offers.
