@@ -372,7 +372,7 @@ binary does nothing; a different binary for an installed version is refused.`,
 			} else if t.Status != pluginsign.Unsigned || len(store.Trust.Keys) > 0 {
 				fmt.Fprintf(a.err, "Warning: plugin %s %s is %s; pluginTrust.policy is warn, so it was installed (with enforce it would be refused)\n", inst.Name, inst.Version, termsafe.Line(t.String()))
 			}
-			fmt.Fprintf(a.out, "enable it with `marina plugin enable %s` (select versions with plugins.%s.version in the config)\n", inst.Name, inst.Name)
+			fmt.Fprintln(a.out, a.nextStep(store, inst.Name))
 			return nil
 		},
 	}
@@ -684,4 +684,22 @@ func (a *app) pinSelection() error {
 		return err
 	}
 	return pluginset.Sync(store, entries)
+}
+
+// nextStep is what plugin install says last: how to enable the plugin, or,
+// when the config enables it already, which installed version runs.
+func (a *app) nextStep(store *pluginstore.Store, name string) string {
+	l, err := config.Load(config.LoadOptions{Path: a.global.ConfigPath, Sets: a.global.Sets})
+	if err != nil || !l.Config.Plugins[name].Enabled {
+		return fmt.Sprintf("enable it with `marina plugin enable %s` (select versions with plugins.%s.version in the config)", name, name)
+	}
+	constraint := l.Config.Plugins[name].Version
+	sel, err := store.Resolve(name, constraint)
+	if err != nil {
+		return fmt.Sprintf("plugin %s is enabled in the config, but %v", name, err)
+	}
+	if constraint == "" {
+		constraint = "any version"
+	}
+	return fmt.Sprintf("plugin %s is enabled in the config: version %s runs (plugins.%s.version: %s)", name, sel.Version, name, constraint)
 }
