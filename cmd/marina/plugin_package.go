@@ -125,7 +125,11 @@ are spoken to over plain HTTP; credentials come from Docker's config (docker log
 			if output != "text" {
 				return PrintStructured(a.out, output, res)
 			}
-			fmt.Fprintf(a.out, "published %s %s to %s:%s (%s; %s)\n", res.Name, res.Version, res.Ref, res.Tag, strings.Join(res.Platforms, ", "), res.Digest)
+			signature := "signed: the signature of every platform's archive is on its manifest"
+			if !res.Signed {
+				signature = "not signed (marina plugin package --sign KEY signs the archives): under pluginTrust.policy enforce, install refuses it"
+			}
+			fmt.Fprintf(a.out, "published %s %s to %s:%s (%s; %s)\n  %s\n", res.Name, res.Version, res.Ref, res.Tag, strings.Join(res.Platforms, ", "), res.Digest, signature)
 			return nil
 		},
 	}

@@ -140,7 +140,8 @@ func TestPluginPublishInstall(t *testing.T) {
 		t.Fatalf("package: %d %s", r.code, r.stderr)
 	}
 	ref := "oci://" + hostport + "/team/acme"
-	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", dist); r.code != 0 || !strings.Contains(r.stdout, "published acme 1.4.0 to "+ref+":1.4.0") {
+	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", dist); r.code != 0 || !strings.Contains(r.stdout, "published acme 1.4.0 to "+ref+":1.4.0") ||
+		!strings.Contains(r.stdout, "  not signed (marina plugin package --sign KEY") {
 		t.Fatalf("publish: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", dist); r.code != 2 || !strings.Contains(r.stderr, "already exists") {
@@ -324,7 +325,7 @@ func TestPluginSigning(t *testing.T) {
 	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", signed, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"signed": true`) {
 		t.Fatalf("publish signed: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", unsigned); r.code != 0 {
+	if r := marina(t, home, nil, "plugin", "publish", ref, "--dir", unsigned); r.code != 0 || !strings.Contains(r.stdout, "not signed") {
 		t.Fatalf("publish unsigned: %d %s", r.code, r.stderr)
 	}
 	if r := marina(t, home, nil, "plugin", "remove", "acme"); r.code != 0 {
