@@ -196,12 +196,12 @@ func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, targe
 
 	// The signature is checked before the binary runs at all (Describe
 	// launches it): under enforce, nothing untrusted is executed.
-	if trust := pluginsign.Check(f.signature, f.signedDigest, source, s.Trust.Keys); s.Trust.Enforce && trust.Status != pluginsign.Signed {
-		what := source
-		if m := f.manifest; m != nil {
-			what = m.Name + " " + m.Version + " from " + source
-		}
-		return nil, newError(ErrUntrusted, untrustedMessage(what, trust))
+	described := source
+	if m := f.manifest; m != nil {
+		described = m.Name + " " + m.Version + " from " + source
+	}
+	if err := s.refuseUntrusted(described, f.signature, f.signedDigest, source); err != nil {
+		return nil, err
 	}
 
 	dctx, cancel := context.WithTimeout(ctx, s.describeTimeout())

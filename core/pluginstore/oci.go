@@ -120,6 +120,19 @@ func (s *Store) fetchOCI(ctx context.Context, source, tmp string, target Platfor
 	if layer.Digest.Algorithm() != digest.SHA256 {
 		return nil, newError(ErrInvalid, fmt.Sprintf("%s: the plugin layer's digest %s is not sha256", label, layer.Digest))
 	}
+	var sig *pluginsign.Signature
+	if raw := man.Annotations[OCISignatureAnnotation]; raw != "" {
+		parsed, err := pluginsign.ParseSignature([]byte(raw))
+		if err != nil {
+			return nil, newError(ErrInvalid, fmt.Sprintf("%s: the %s annotation: %v", label, OCISignatureAnnotation, err))
+		}
+		sig = &parsed
+	}
+	// The manifest says whether the layer is signed, and by whom: a build
+	// the trust policy refuses is not downloaded.
+	if err := s.refuseUntrusted(label, sig, layer.Digest.String(), source); err != nil {
+		return nil, err
+	}
 	rc, err := repo.Fetch(ctx, layer)
 	if err != nil {
 		return nil, fmt.Errorf("%s: fetch layer %s: %w", label, layer.Digest, err)
@@ -147,13 +160,7 @@ func (s *Store) fetchOCI(ctx context.Context, source, tmp string, target Platfor
 	}
 	f.sourceDigest = top.Digest.String()
 	f.signedDigest = layer.Digest.String()
-	if raw := man.Annotations[OCISignatureAnnotation]; raw != "" {
-		sig, err := pluginsign.ParseSignature([]byte(raw))
-		if err != nil {
-			return nil, newError(ErrInvalid, fmt.Sprintf("%s: the %s annotation: %v", label, OCISignatureAnnotation, err))
-		}
-		f.signature = &sig
-	}
+	f.signature = sig
 	return f, nil
 }
 

@@ -278,6 +278,10 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 	future := newPublisher(t, hostport, "plugins/future")
 	futureLayer := future.layer(bins.v200, "marina-plugin-acme")
 	future.manifest("2.0.0", map[string]string{OCIProtocolAnnotation: "2.1"}, futureLayer)
+	// plugins/unsigned: no signature annotation; refused under enforce.
+	unsigned := newPublisher(t, hostport, "plugins/unsigned")
+	unsignedLayer := unsigned.layer(bins.v120, "marina-plugin-acme")
+	unsigned.manifest("1.0.0", map[string]string{OCIProtocolAnnotation: "1.0"}, unsignedLayer)
 	// plugins/elsewhere is published for another platform only.
 	elsewhere := newPublisher(t, hostport, "plugins/elsewhere")
 	elsewhere.index("1.0.0", map[Platform]ocispec.Descriptor{otherPlat: elsewhere.manifest("", nil, elsewhere.layer(bins.other, "marina-plugin-acme"))})
@@ -300,6 +304,8 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 		wantDigest  digest.Digest
 		kind        error
 		fragments   []string
+		// enforce: the store's pluginTrust.policy is enforce.
+		enforce bool
 	}{
 		{name: "by tag", src: ref + "/plugins/acme:1.2.0", wantVersion: "1.2.0", wantDigest: m120.Digest},
 		{name: "by digest", src: ref + "/plugins/acme@" + m120.Digest.String(), wantVersion: "1.2.0", wantDigest: m120.Digest},
@@ -314,6 +320,8 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 		{name: "unknown tag", src: ref + "/plugins/acme:9.9.9", kind: ErrSourceNotFound, fragments: []string{"not found in the registry"}},
 		{name: "protocol refused before download", src: ref + "/plugins/future:2.0.0",
 			kind: ErrProtocol, fragments: []string{"speaks protocol 2.1; this marina speaks protocol 1.0 — it needs a marina release that speaks protocol 2.x"}},
+		{name: "unsigned refused before download under enforce", src: ref + "/plugins/unsigned:1.0.0", enforce: true,
+			kind: ErrUntrusted, fragments: []string{"is unsigned", "pluginTrust.policy is enforce"}},
 		{name: "no build for this platform", src: ref + "/plugins/elsewhere:1.0.0",
 			kind: ErrPlatform, fragments: []string{"has builds for " + otherPlat.String() + ", not for " + host.String()}},
 		{name: "registry serves wrong bytes", src: ref + "/plugins/evil:1.2.0", kind: ErrChecksum, fragments: []string{"the registry sent a layer with sha256"}},
@@ -325,6 +333,7 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 		}
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)
+			s.Trust.Enforce = tt.enforce
 			inst, err := s.Install(testCtx(t), tt.src, tt.opts)
 			if tt.kind != nil {
 				wantErr(t, err, tt.kind, tt.fragments...)
@@ -352,6 +361,9 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 	for _, g := range reg.gets {
 		if strings.HasSuffix(g, "/blobs/"+futureLayer.Digest.String()) {
 			t.Errorf("the protocol-2.1 plugin's layer was downloaded (%s); the annotation should have refused it first", g)
+		}
+		if strings.HasSuffix(g, "plugins/unsigned/blobs/"+unsignedLayer.Digest.String()) {
+			t.Errorf("the unsigned plugin's layer was downloaded under enforce (%s); the manifest should have refused it first", g)
 		}
 	}
 }

@@ -29,11 +29,21 @@ func (s *Store) TrustOf(inst *Installed) pluginsign.Result {
 // checkTrust refuses inst under an enforced policy when no trusted key
 // signed it.
 func (s *Store) checkTrust(inst *Installed) error {
+	return s.refuseUntrusted(inst.Name+" "+inst.Version+" from "+inst.Source, inst.Signature, inst.SignedDigest, inst.Source)
+}
+
+// refuseUntrusted is the trust decision of an install: under an enforced
+// policy, what (described for the message) from source is refused unless a
+// trusted key for source signed digest (sig may be nil: unsigned). It is
+// taken from the signature alone, so an OCI install takes it from the
+// manifest, before the layer is downloaded, and every install before the
+// binary runs.
+func (s *Store) refuseUntrusted(what string, sig *pluginsign.Signature, digest, source string) error {
 	if !s.Trust.Enforce {
 		return nil
 	}
-	if r := s.TrustOf(inst); r.Status != pluginsign.Signed {
-		return newError(ErrUntrusted, untrustedMessage(inst.Name+" "+inst.Version+" from "+inst.Source, r))
+	if trust := pluginsign.Check(sig, digest, source, s.Trust.Keys); trust.Status != pluginsign.Signed {
+		return newError(ErrUntrusted, untrustedMessage(what, trust))
 	}
 	return nil
 }
