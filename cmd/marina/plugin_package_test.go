@@ -294,7 +294,7 @@ func TestPluginSigning(t *testing.T) {
 		t.Fatalf("no signature beside the archive: %v", err)
 	}
 	policy := func(p string) {
-		writeConfigFile(t, home, "pluginTrust:\n  policy: "+p+"\n  keys:\n  - name: team\n    publicKey: "+strings.TrimSpace(string(pub))+
+		writeConfigFile(t, home, "pluginSources: [\"oci://"+hostport+"/team\"]\npluginTrust:\n  policy: "+p+"\n  keys:\n  - name: team\n    publicKey: "+strings.TrimSpace(string(pub))+
 			"\n    sources: [\""+work+"/\", \"oci://"+hostport+"/team/\"]\n")
 	}
 	policy("enforce")
@@ -343,6 +343,16 @@ func TestPluginSigning(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &vs); err != nil || r.code != 0 || len(vs) != 2 ||
 		vs[0].Version != "1.1.0" || !strings.HasPrefix(vs[0].Signature, "unsigned") || vs[1].Signature != "signed by team" {
 		t.Errorf("versions: %d %v %+v\n%s", r.code, err, vs, r.stderr)
+	}
+	// Discovery takes install's trust decision: under enforce the unsigned
+	// 1.1.0 does not run here, and search's LATEST is the signed 1.0.0.
+	if len(vs) == 2 && (vs[0].Runnable || !strings.Contains(vs[0].Why, "refused by pluginTrust: unsigned") || !vs[1].Runnable) {
+		t.Errorf("versions under enforce: %+v", vs)
+	}
+	r = marina(t, home, nil, "plugin", "search", "acme", "-o", "json")
+	var found []pluginstore.Found
+	if err := json.Unmarshal([]byte(r.stdout), &found); err != nil || r.code != 0 || len(found) != 1 || found[0].Latest != "1.0.0" {
+		t.Errorf("search under enforce: %d %v %+v\n%s", r.code, err, found, r.stderr)
 	}
 
 	// Under warn the unsigned build installs, with a warning; back under

@@ -26,7 +26,7 @@ func newPluginVersionsCmd(a *app) *cobra.Command {
 		Long: `List the semver-tagged versions of a plugin in its OCI repository, newest first: the
 protocol each needs, the platforms it is published for, its signature checked against
 pluginTrust.keys (without downloading it), and whether this marina can run it on this
-machine. NAME is an installed plugin (its repository is the one it was installed
+machine (protocol, platform and the trust policy, as install decides). NAME is an installed plugin (its repository is the one it was installed
 from) or, before any install, a plugin of the configured pluginSources (as plugin search
 and plugin install NAME find it); or give the repository. Reads the tag list and one
 manifest per version.`,

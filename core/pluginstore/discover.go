@@ -31,8 +31,10 @@ type RemoteVersion struct {
 	// Signature is this machine's build's signature checked against the
 	// keys trusted now: "signed by NAME", "unsigned", "untrusted (...)".
 	Signature string `json:"signature,omitempty"`
-	// Runnable: this marina speaks its protocol (or it does not say) and it
-	// is published for this machine (or does not say). Why says why not.
+	// Runnable: this marina speaks its protocol (or it does not say), it
+	// is published for this machine (or does not say), and the trust
+	// policy lets it install and run (the decision install and every
+	// launch take). Why says why not.
 	Runnable bool   `json:"runnable"`
 	Why      string `json:"why,omitempty"`
 }
@@ -91,6 +93,7 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 			return nil, err
 		}
 		rv := RemoteVersion{Version: t.v.String(), Tag: t.tag, Digest: desc.Digest.String(), Platforms: []string{}}
+		var refused error // by the trust policy, from this machine's manifest
 		switch desc.MediaType {
 		case ocispec.MediaTypeImageIndex, mediaTypeDockerManifestList:
 			var idx ocispec.Index
@@ -117,7 +120,7 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 				}
 				var man ocispec.Manifest
 				if json.Unmarshal(mdata, &man) == nil {
-					s.annotate(&rv, &man, repoRef+":"+t.tag)
+					refused = s.annotate(&rv, &man, repoRef+":"+t.tag)
 				}
 			}
 		default:
@@ -125,7 +128,7 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 			if err := json.Unmarshal(data, &man); err != nil {
 				return nil, newError(ErrInvalid, fmt.Sprintf("%s: the manifest is invalid: %v", label, err))
 			}
-			s.annotate(&rv, &man, repoRef+":"+t.tag)
+			refused = s.annotate(&rv, &man, repoRef+":"+t.tag)
 		}
 		sort.Strings(rv.Platforms)
 		rv.Runnable = true
@@ -137,6 +140,9 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 		if rv.Runnable && len(rv.Platforms) > 0 && !slices.Contains(rv.Platforms, here) {
 			rv.Runnable, rv.Why = false, "no build for "+here
 		}
+		if rv.Runnable && refused != nil {
+			rv.Runnable, rv.Why = false, "refused by pluginTrust: "+rv.Signature
+		}
 		out = append(out, rv)
 	}
 	return out, nil
@@ -144,24 +150,27 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 
 // annotate fills rv's protocol, description and signature status from a platform
 // manifest: the signature annotation is checked against the layer's digest
-// (in the manifest: nothing is downloaded) and the keys trusted now.
-func (s *Store) annotate(rv *RemoteVersion, man *ocispec.Manifest, source string) {
+// (in the manifest: nothing is downloaded) and the keys trusted now. It
+// returns the trust policy's refusal of that build (refuseUntrusted, as
+// install takes it from the same manifest), nil when it may run.
+func (s *Store) annotate(rv *RemoteVersion, man *ocispec.Manifest, source string) error {
 	rv.Protocol = man.Annotations[OCIProtocolAnnotation]
 	rv.Description = man.Annotations[ocispec.AnnotationDescription]
 	var sig *pluginsign.Signature
 	if raw := man.Annotations[OCISignatureAnnotation]; raw != "" {
-		if parsed, err := pluginsign.ParseSignature([]byte(raw)); err == nil {
-			sig = &parsed
-		} else {
+		parsed, err := pluginsign.ParseSignature([]byte(raw))
+		if err != nil {
 			rv.Signature = "invalid (" + err.Error() + ")"
-			return
+			return newError(ErrInvalid, fmt.Sprintf("%s: the %s annotation: %v", source, OCISignatureAnnotation, err))
 		}
+		sig = &parsed
 	}
 	digest := ""
 	if len(man.Layers) == 1 {
 		digest = man.Layers[0].Digest.String()
 	}
 	rv.Signature = pluginsign.Check(sig, digest, source, s.Trust.Keys).String()
+	return s.refuseUntrusted(source, sig, digest, source)
 }
 
 // Newest returns the newest runnable version in vs (newest first) that
