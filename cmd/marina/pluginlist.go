@@ -145,7 +145,8 @@ in the lock file: it will not be launched), lock unreadable (the lock file
 ~/.marina/plugins.lock cannot be read, so no installed plugin can be checked and run) or
 shadowed (installed under the name of a built-in, which always wins). Exit status 1 when
 any binary is modified or the lock file is unreadable. It reads the store's manifests,
-hashes the installed binaries and starts no plugin. Like every command that resolves the
+checks each installed binary's sha256 (hashing it again only when the file changed since its
+last hashing: same inode, size, mode, mtime and ctime) and starts no plugin. Like every command that resolves the
 plugins, it first pins in the lock file the versions the config selects, when they changed.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {

@@ -73,7 +73,7 @@ func executable(path string) bool {
 // buildFix says how to get binaries missing from a directory found through from
 // ("the test cache", "$MARINA_KUBE_ASSETS" or "$KUBEBUILDER_ASSETS").
 func buildFix(from string) string {
-	fix := "in marina's repository, run " + BuildCommand + " (builds them into $" + CacheEnv + "/kube/bin, ~15–20 min cold); " +
+	fix := "in marina's repository, run " + BuildCommand + " (builds them into $" + CacheEnv + "/kube/bin; minutes when cold); " +
 		"elsewhere, set " + EnvtestAssetsEnv + " to a directory holding them, e.g. the one `go run sigs.k8s.io/controller-runtime/tools/setup-envtest@latest use -p path` prints"
 	switch from {
 	case "$" + AssetsEnv:

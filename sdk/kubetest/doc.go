@@ -25,7 +25,7 @@
 // downloaded: test/tools/build.sh builds them from Go modules (k8s.io/kubernetes in
 // the separate module test/tools, etcd from test/images, MetalLB and ExternalDNS in
 // test/tools/metallb and test/tools/externaldns) into the cache. A cold build takes
-// ~15–20 min on 2 cores; a warm one about a second:
+// minutes (test/tools/README.md has the figures); an up-to-date one, a second:
 //
 //	bash test/tools/build.sh
 //
