@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -317,5 +318,43 @@ func TestTyped(t *testing.T) {
 	}
 	if got2.TypeMeta = want.TypeMeta; !reflect.DeepEqual(got2, want) {
 		t.Errorf("Get = %+v\nthe clientset reads %+v", got2, want)
+	}
+}
+
+// TestBuiltinResources: every resource sdk/kube names for NewTyped is one a
+// real API server serves, as the kind NewTyped gives it (the Go type's
+// name); a ResourceQuota (what an outside author's addon writes) goes
+// through NewTyped and back.
+func TestBuiltinResources(t *testing.T) {
+	kc := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := kube.Connect(kc.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, gvr := range map[string]schema.GroupVersionResource{
+		"ConfigMap": kube.ConfigMaps, "Secret": kube.Secrets, "Namespace": kube.Namespaces, "Node": kube.Nodes,
+		"Pod": kube.Pods, "Service": kube.Services, "ServiceAccount": kube.ServiceAccounts,
+		"ResourceQuota": kube.ResourceQuotas, "LimitRange": kube.LimitRanges, "PersistentVolumeClaim": kube.PersistentVolumeClaims,
+		"Deployment": kube.Deployments, "DaemonSet": kube.DaemonSets, "StatefulSet": kube.StatefulSets,
+		"Job": kube.Jobs, "CronJob": kube.CronJobs, "Ingress": kube.Ingresses, "NetworkPolicy": kube.NetworkPolicies,
+		"Role": kube.Roles, "RoleBinding": kube.RoleBindings, "ClusterRole": kube.ClusterRoles, "ClusterRoleBinding": kube.ClusterRoleBindings,
+	} {
+		gvk, err := c.Mapper.KindFor(gvr)
+		if err != nil || gvk != gvr.GroupVersion().WithKind(kind) {
+			t.Errorf("%v: the API server serves %v, %v; want kind %s", gvr, gvk, err, kind)
+		}
+	}
+	quotas := kube.NewTyped[corev1.ResourceQuota](c.Dynamic, kube.ResourceQuotas, "default")
+	if _, err := quotas.Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "team"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}},
+	}, metav1.CreateOptions{FieldManager: "kube-test"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := quotas.Get(ctx, "team", metav1.GetOptions{})
+	if err != nil || got.Kind != "ResourceQuota" || got.Spec.Hard.Pods().String() != "10" {
+		t.Fatalf("ResourceQuota read back: %+v, %v", got, err)
 	}
 }

@@ -149,14 +149,29 @@ func ToUnstructured(obj any, gvk schema.GroupVersionKind) (*unstructured.Unstruc
 	return u, nil
 }
 
-// Resources of the built-in kinds marina's plugins use, for NewTyped.
+// Resources of the common built-in kinds, for NewTyped (the Go type of each
+// is k8s.io/api's of the same kind: corev1.ResourceQuota for
+// ResourceQuotas, ...).
 var (
-	ConfigMaps      = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	Namespaces      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	Nodes           = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	Pods            = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	Services        = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	ServiceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
-	Deployments     = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	DaemonSets      = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
+	ConfigMaps             = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	Secrets                = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	Namespaces             = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	Nodes                  = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	Pods                   = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	Services               = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	ServiceAccounts        = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+	ResourceQuotas         = schema.GroupVersionResource{Version: "v1", Resource: "resourcequotas"}
+	LimitRanges            = schema.GroupVersionResource{Version: "v1", Resource: "limitranges"}
+	PersistentVolumeClaims = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+	Deployments            = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	DaemonSets             = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
+	StatefulSets           = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
+	Jobs                   = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
+	CronJobs               = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "cronjobs"}
+	Ingresses              = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
+	NetworkPolicies        = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
+	Roles                  = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}
+	RoleBindings           = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
+	ClusterRoles           = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+	ClusterRoleBindings    = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
 )
