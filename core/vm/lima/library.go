@@ -6,11 +6,12 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/bcollard/marina/core/vm/limavm"
 	hostagentevents "github.com/lima-vm/lima/v2/pkg/hostagent/events"
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/limatype/filenames"
 	"github.com/lima-vm/lima/v2/pkg/version"
+
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // LimaVersion is the Lima library marina is built with (go.mod pins it).

@@ -1,8 +1,9 @@
 package lima
 
 import (
-	"github.com/bcollard/marina/core/vm/limavm"
 	"github.com/lima-vm/lima/v2/pkg/limatype"
+
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // provisionFor is the provisioning of a boot of the VM whose guest user is

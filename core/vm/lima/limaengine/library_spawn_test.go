@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bcollard/marina/core/vm/lima"
-	"github.com/bcollard/marina/core/vm/limavm"
 	"github.com/lima-vm/lima/v2/pkg/driver"
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/registry"
 	"github.com/sirupsen/logrus"
+
+	"github.com/bcollard/marina/core/vm/lima"
+	"github.com/bcollard/marina/core/vm/limavm"
 )
 
 // testVMType is a Lima VM driver registered in Lima's own registry by the
