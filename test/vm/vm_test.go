@@ -206,7 +206,7 @@ func TestVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDriver(e, home)
-	instDir := filepath.Join(limavm.LimaHome(home), vmName)
+	instDir := filepath.Join(vm.LimaHome(home), vmName)
 
 	progress := func(s string) { fmt.Printf("    lima: %s\n", s) }
 	t.Cleanup(func() {

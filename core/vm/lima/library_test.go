@@ -39,7 +39,7 @@ func TestRealLimaCreateInspectDelete(t *testing.T) {
 		home = t.TempDir()
 	}
 	// The engine sets marina's LIMA_HOME before it runs the driver.
-	if err := os.Setenv("LIMA_HOME", LimaHome(home)); err != nil {
+	if err := os.Setenv("LIMA_HOME", vm.LimaHome(home)); err != nil {
 		t.Fatal(err)
 	}
 	d := New(config.Default(), home, &Library{})

@@ -74,9 +74,6 @@ func New(cfg *config.Config, home string, api API) *Driver {
 	return d
 }
 
-// LimaHome is marina's LIMA_HOME: ~/.marina/lima (vm.LimaHome).
-func LimaHome(home string) string { return limavm.LimaHome(home) }
-
 // Name returns "lima".
 func (d *Driver) Name() string { return "lima" }
 
@@ -566,7 +563,7 @@ func (d *Driver) SSHTarget(ctx context.Context) (limavm.SSHTarget, error) {
 }
 
 func (d *Driver) sshKey() string {
-	return filepath.Join(LimaHome(d.home), filenames.ConfigDir, filenames.UserPrivateKey)
+	return filepath.Join(vm.LimaHome(d.home), filenames.ConfigDir, filenames.UserPrivateKey)
 }
 
 // Exec runs argv in the VM as root (limavm.Guest.Exec).

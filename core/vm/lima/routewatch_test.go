@@ -9,6 +9,7 @@ import (
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/hostnet"
+	"github.com/bcollard/marina/core/vm"
 	"github.com/bcollard/marina/core/vm/limavm"
 )
 
@@ -20,7 +21,7 @@ func routeWatchDriver(t *testing.T) (d *limavm.Driver, home, instDir string) {
 	cfg := config.Default()
 	cfg.VM.Name = "marina"
 	d = limavm.New(cfg, home)
-	instDir = filepath.Join(LimaHome(home), "marina")
+	instDir = filepath.Join(vm.LimaHome(home), "marina")
 	if err := os.MkdirAll(instDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestRouteWatchLifecycle(t *testing.T) {
 		t.Errorf("foreign LIMA_HOME: %v", err)
 	}
 	d, home, _ := routeWatchDriver(t)
-	f, err := newRouteFollower(LimaHome(home), "marina", &Library{}, t.Logf)
+	f, err := newRouteFollower(vm.LimaHome(home), "marina", &Library{}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestRouteWatchLifecycle(t *testing.T) {
 		t.Error("read an address of a VM that does not exist")
 	}
 
-	t.Setenv("LIMA_HOME", LimaHome(home))
+	t.Setenv("LIMA_HOME", vm.LimaHome(home))
 	stop := StartRouteWatch(context.Background(), "marina", &Library{})
 	stop() // returns only after the goroutine ended
 

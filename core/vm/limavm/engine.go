@@ -195,7 +195,7 @@ func runEngine(ctx context.Context, exe string, req EngineRequest, progress func
 	}
 	cmd := exec.Command(path, EngineArg)
 	cmd.Stdin = bytes.NewReader(in)
-	cmd.Env = append(os.Environ(), "LIMA_HOME="+LimaHome(req.Home))
+	cmd.Env = append(os.Environ(), "LIMA_HOME="+vm.LimaHome(req.Home))
 	var stderr bytes.Buffer
 	cmd.Stderr = &limitedWriter{w: &stderr, n: 64 << 10}
 	// stdout is a pipe marina owns rather than cmd.StdoutPipe: a process

@@ -84,9 +84,6 @@ func DockerSocket(home, vmName string) string {
 	return filepath.Join(home, "."+vmName+".docker.sock")
 }
 
-// LimaHome is marina's LIMA_HOME: ~/.marina/lima (vm.LimaHome).
-func LimaHome(home string) string { return vm.LimaHome(home) }
-
 // Resize is the change of size (vm.cpus, vm.memory, vm.disk) the config asks
 // of an existing VM: each pair is (the instance's lima.yaml, the config), and
 // a pair whose two values are equal (by value: 10GiB = 10240MiB) is no change.
@@ -157,7 +154,7 @@ type RouteNote struct {
 	OS string `json:"os"`
 }
 
-func (d *Driver) instDir() string { return filepath.Join(LimaHome(d.home), d.cfg.VM.Name) }
+func (d *Driver) instDir() string { return filepath.Join(vm.LimaHome(d.home), d.cfg.VM.Name) }
 
 // KeepRoute tells the VM's host agent to keep the route for cidr on the
 // VM's address (hostOS: hostnet.Darwin or hostnet.Linux). `marina up`

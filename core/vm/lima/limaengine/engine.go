@@ -28,6 +28,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/bcollard/marina/core/exitcode"
+	"github.com/bcollard/marina/core/vm"
 	"github.com/bcollard/marina/core/vm/lima"
 	"github.com/bcollard/marina/core/vm/limavm"
 )
@@ -89,7 +90,7 @@ func serve(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	if req.Home == "" || req.Config == nil {
 		return w.result(nil, fmt.Errorf("the %s request has no home directory or config", req.Op))
 	}
-	limaHome := limavm.LimaHome(req.Home)
+	limaHome := vm.LimaHome(req.Home)
 	if err := os.MkdirAll(limaHome, 0o700); err != nil {
 		return w.result(nil, fmt.Errorf("create marina's Lima directory: %w", err))
 	}

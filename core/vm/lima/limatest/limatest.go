@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm"
 	"github.com/bcollard/marina/core/vm/lima"
 )
 
@@ -26,7 +27,7 @@ func CreatedVM(t testing.TB, home string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(lima.LimaHome(home), cfg.VM.Name)
+	dir := filepath.Join(vm.LimaHome(home), cfg.VM.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
