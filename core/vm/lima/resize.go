@@ -73,18 +73,6 @@ func (d *Driver) PlanResize(ctx context.Context) (limavm.Resize, error) {
 	return d.planResize(inst)
 }
 
-// PendingResize is PlanResize for the up pipeline's plan: the change Start
-// will apply ("" when none), and whether it restarts the running VM to do so.
-// A stopped VM gets the change when Start boots it; a running one only with
-// Restart set (else "": the change waits, and up reports it).
-func (d *Driver) PendingResize(ctx context.Context) (change string, restart bool, err error) {
-	r, err := d.PlanResize(ctx)
-	if err != nil || r.Empty() || (r.Running && !d.Restart) {
-		return "", false, err
-	}
-	return r.String(), r.Running, nil
-}
-
 // Pending is what the last Start left unapplied on a running VM (Restart
 // not set), with the command that applies it; "" when nothing.
 func (d *Driver) Pending() string { return d.pending.Note(d.vmName()) }

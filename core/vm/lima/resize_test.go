@@ -287,7 +287,7 @@ func checkResized(t *testing.T, d *Driver, dir, disk string) {
 func TestStartResizesAStoppedVM(t *testing.T) {
 	d, f, disk := resizeDriver(t, limatype.StatusStopped)
 	ctx := context.Background()
-	change, restart, err := d.PendingResize(ctx)
+	change, restart, err := pendingResize(ctx, d)
 	if err != nil || change != "cpus 4→6, memory 10GiB→12GiB, disk 40GiB→60GiB" || restart {
 		t.Errorf("PendingResize = %q, %v, %v", change, restart, err)
 	}
@@ -311,7 +311,7 @@ func TestStartRestartsARunningVMToResize(t *testing.T) {
 	d, f, disk := resizeDriver(t, limatype.StatusRunning)
 	d.Restart = true
 	ctx := context.Background()
-	if change, restart, err := d.PendingResize(ctx); err != nil || change == "" || !restart {
+	if change, restart, err := pendingResize(ctx, d); err != nil || change == "" || !restart {
 		t.Errorf("PendingResize = %q, %v, %v", change, restart, err)
 	}
 	// Stop sees the disk at its old size; Start sees the resized VM.
@@ -335,7 +335,7 @@ func TestStartLeavesARunningVMWithoutRestart(t *testing.T) {
 	d, f, disk := resizeDriver(t, limatype.StatusRunning)
 	ctx := context.Background()
 	// Start will not apply it: nothing for up's plan.
-	if change, restart, err := d.PendingResize(ctx); err != nil || change != "" || restart {
+	if change, restart, err := pendingResize(ctx, d); err != nil || change != "" || restart {
 		t.Errorf("PendingResize = %q, %v, %v", change, restart, err)
 	}
 	if r, err := d.PlanResize(ctx); err != nil || r.String() != "cpus 4→6, memory 10GiB→12GiB, disk 40GiB→60GiB" || !r.Running {
@@ -383,7 +383,7 @@ func TestStartRefusesToShrinkTheDisk(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "vm.disk is 20GiB but the VM's disk is 40GiB") {
 				t.Fatalf("Start = %v", err)
 			}
-			if _, _, err := d.PendingResize(context.Background()); err == nil {
+			if _, _, err := pendingResize(context.Background(), d); err == nil {
 				t.Error("PendingResize accepts a smaller disk")
 			}
 			if len(f.calls) != 0 {
@@ -397,4 +397,16 @@ func TestStartRefusesToShrinkTheDisk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pendingResize is what up's plan gets from marina's driver
+// (limavm.Driver.PendingResize): this driver's PlanResize, read by
+// Resize.Planned with its Restart.
+func pendingResize(ctx context.Context, d *Driver) (string, bool, error) {
+	r, err := d.PlanResize(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	change, restart := r.Planned(d.Restart)
+	return change, restart, nil
 }

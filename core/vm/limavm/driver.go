@@ -122,16 +122,14 @@ func (d *Driver) PlanResize(ctx context.Context) (Resize, error) {
 	return *ev.Resize, nil
 }
 
-// PendingResize is PlanResize for the up pipeline's plan: the change Start
-// will apply ("" when none), and whether it restarts the running VM to do so.
-// A stopped VM gets the change when Start boots it; a running one only with
-// Restart set (else "": the change waits, and up reports it).
+// PendingResize is PlanResize for the up pipeline's plan (Resize.Planned).
 func (d *Driver) PendingResize(ctx context.Context) (change string, restart bool, err error) {
 	r, err := d.PlanResize(ctx)
-	if err != nil || r.Empty() || (r.Running && !d.Restart) {
+	if err != nil {
 		return "", false, err
 	}
-	return r.String(), r.Running, nil
+	change, restart = r.Planned(d.Restart)
+	return change, restart, nil
 }
 
 // sshTarget asks the engine where the running VM's SSH server answers.

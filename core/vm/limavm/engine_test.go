@@ -205,3 +205,29 @@ func TestEngineDiesWithoutResult(t *testing.T) {
 		t.Errorf("runEngine took %s with an orphan holding the engine's output", d)
 	}
 }
+
+// TestResizePlanned: Start applies a change to a stopped VM, and to a
+// running one only when it may restart it; no change is nothing to do.
+func TestResizePlanned(t *testing.T) {
+	grow := Resize{CPUs: [2]int{4, 6}, Memory: [2]string{"10GiB", "10240MiB"}, Disk: [2]string{"40GiB", "40GiB"}}
+	running := grow
+	running.Running = true
+	same := Resize{CPUs: [2]int{4, 4}, Memory: [2]string{"10GiB", "10240MiB"}, Running: true}
+	for _, tc := range []struct {
+		name     string
+		r        Resize
+		restart  bool
+		change   string
+		restarts bool
+	}{
+		{"stopped", grow, false, "cpus 4→6", false},
+		{"stopped, restart allowed", grow, true, "cpus 4→6", false},
+		{"running, no restart", running, false, "", false},
+		{"running, restart", running, true, "cpus 4→6", true},
+		{"no change", same, true, "", false},
+	} {
+		if change, restarts := tc.r.Planned(tc.restart); change != tc.change || restarts != tc.restarts {
+			t.Errorf("%s: Planned = %q, %v; want %q, %v", tc.name, change, restarts, tc.change, tc.restarts)
+		}
+	}
+}

@@ -118,6 +118,17 @@ func (r Resize) String() string {
 // RestartCommand is what applies a pending resize to a running VM.
 const RestartCommand = "marina up --restart"
 
+// Planned is what Start does with r: the change it applies ("" when none),
+// and whether it restarts the running VM to do so. A stopped VM gets the
+// change when Start boots it; a running one only when restart (Options.
+// Restart) is set, else "": the change waits, and up reports it.
+func (r Resize) Planned(restart bool) (change string, restarts bool) {
+	if r.Empty() || (r.Running && !restart) {
+		return "", false
+	}
+	return r.String(), r.Running
+}
+
 // Note says that the running VM vmName keeps its size and how to apply r;
 // "" when r is Empty.
 func (r Resize) Note(vmName string) string {
