@@ -43,7 +43,7 @@ func (a *app) status(cmd *cobra.Command, output string) error {
 	}
 	v := lab.View{Status: st, Clusters: []lab.ClusterInfo{}}
 	if st.Machine.State == vm.Running {
-		if c, err := lb.OpenClusters(cmd.Context()); err == nil {
+		if c, err := lb.ClustersOn(st.Machine); err == nil {
 			if list, err := lb.ListClusters(cmd.Context(), c); err == nil {
 				v.Clusters = list
 			}

@@ -112,6 +112,12 @@ func (l *Lab) OpenClusters(ctx context.Context) (*Clusters, error) {
 	if err != nil {
 		return nil, err
 	}
+	return l.ClustersOn(st)
+}
+
+// ClustersOn is OpenClusters for st, the machine's status the caller has
+// just read through the lab (Machine, Status), which must be running.
+func (l *Lab) ClustersOn(st vm.Status) (*Clusters, error) {
 	if st.State != vm.Running {
 		return nil, fmt.Errorf("the lab's machine is %s: run marina up first", st.State)
 	}
