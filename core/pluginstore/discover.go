@@ -169,8 +169,9 @@ func (s *Store) annotate(rv *RemoteVersion, man *ocispec.Manifest, source string
 	if len(man.Layers) == 1 {
 		digest = man.Layers[0].Digest.String()
 	}
-	rv.Signature = pluginsign.Check(sig, digest, source, s.Trust.Keys).String()
-	return s.refuseUntrusted(source, sig, digest, source)
+	trust := pluginsign.Check(sig, digest, source, s.Trust.Keys)
+	rv.Signature = trust.String()
+	return s.refuse(source, trust)
 }
 
 // Newest returns the newest runnable version in vs (newest first) that

@@ -42,7 +42,12 @@ func (s *Store) refuseUntrusted(what string, sig *pluginsign.Signature, digest, 
 	if !s.Trust.Enforce {
 		return nil
 	}
-	if trust := pluginsign.Check(sig, digest, source, s.Trust.Keys); trust.Status != pluginsign.Signed {
+	return s.refuse(what, pluginsign.Check(sig, digest, source, s.Trust.Keys))
+}
+
+// refuse is refuseUntrusted for a signature already checked (trust).
+func (s *Store) refuse(what string, trust pluginsign.Result) error {
+	if s.Trust.Enforce && trust.Status != pluginsign.Signed {
 		return newError(ErrUntrusted, untrustedMessage(what, trust))
 	}
 	return nil
