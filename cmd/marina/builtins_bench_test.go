@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"runtime"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +40,7 @@ func builtinLife(ctx context.Context, name string) error {
 // the floor it sets on this machine's CPUs. Reported, never asserted.
 func BenchmarkBuiltinsAtOnce(b *testing.B) {
 	ctx := context.Background()
-	names := slices.Sorted(maps.Keys(builtins()))
+	names := compiledIn()
 	five := func() error {
 		errs := make([]error, len(names))
 		var wg sync.WaitGroup
