@@ -74,11 +74,27 @@ func (h Hook) IsClusterHook() bool {
 	return h == PreCluster || h == PostCluster || h == PreClusterDelete
 }
 
-// Capabilities a plugin may declare it needs.
+// Capabilities a plugin may declare it needs (Info.Capabilities). marina
+// gives a plugin what a capability unlocks only when the plugin declares it,
+// and `marina plugin install` and `upgrade` ask the user to grant what a
+// plugin declares: a plugin that does not declare CapDocker sees an empty
+// Env.DockerHost, one that does not declare CapKubeconfig no kubeconfig, and
+// a host change whose capability is not declared fails the hook. The
+// environment of a plugin's process carries no DOCKER_* or KUBECONFIG
+// variable either. See docs/plugins.md, "Capabilities".
 const (
-	CapDocker       = "docker"        // talks to the Docker engine at Env.DockerHost
-	CapKubeconfig   = "kubeconfig"    // uses the cluster's admin kubeconfig
-	CapHostResolver = "host.resolver" // asks the host for a DNS resolver change
+	// CapDocker: Env.DockerHost, the endpoint of the lab's Docker engine.
+	CapDocker = "docker"
+	// CapKubeconfig: Cluster.Kubeconfig and Cluster.KubeconfigPath, the
+	// cluster's admin kubeconfig (cluster hooks from PostCluster on).
+	CapKubeconfig = "kubeconfig"
+	// CapHostResolver: Result.HostChanges with a Resolver, a DNS resolver
+	// file on the user's machine (made by marina, with privileges).
+	CapHostResolver = "host.resolver"
+	// CapRegistryCredentials: the Username and Password of Env.Mirrors, the
+	// credentials of the upstream registries (other plugins see the
+	// mirrors without them).
+	CapRegistryCredentials = "registry.credentials"
 )
 
 // Info describes a plugin. Name and Version are required.

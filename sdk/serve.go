@@ -60,6 +60,9 @@ func Describe(p Plugin) (*Description, error) {
 			}
 		}
 	}
+	for _, c := range (&Description{Capabilities: info.Capabilities}).UnknownCapabilities() {
+		problems = append(problems, fmt.Sprintf("capability %q is unknown or declared twice; declare each of %s at most once", c, capabilityNames()))
+	}
 	for h := range info.Timeouts {
 		if _, ok := hooks[h]; !ok {
 			problems = append(problems, fmt.Sprintf("Timeouts names hook %s, which the plugin does not implement", h))
@@ -270,4 +273,13 @@ func newLike(v any) any {
 		t = t.Elem()
 	}
 	return reflect.New(t).Interface()
+}
+
+// capabilityNames lists the known capabilities, comma-separated.
+func capabilityNames() string {
+	names := make([]string, len(KnownCapabilities))
+	for i, c := range KnownCapabilities {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ", ")
 }

@@ -67,6 +67,9 @@ func trustOf(t config.PluginTrust) pluginstore.Trust {
 	for _, k := range t.Keys {
 		tr.Keys = append(tr.Keys, pluginsign.TrustedKey{Name: k.Name, PublicKey: k.PublicKey, Sources: k.Sources})
 	}
+	for i, c := range t.Capabilities {
+		tr.Capabilities = append(tr.Capabilities, pluginstore.CapabilityLimit{Rule: fmt.Sprintf("pluginTrust.capabilities[%d]", i), Sources: c.Sources, Allow: c.Allow})
+	}
 	return tr
 }
 
@@ -189,7 +192,8 @@ func newPluginInfoCmd(a *app) *cobra.Command {
 			}
 		}
 		if len(d.Capabilities) > 0 {
-			fmt.Fprintf(a.out, "capabilities: %s\n", termsafe.Line(strings.Join(d.Capabilities, ", ")))
+			fmt.Fprintln(a.out, "capabilities:")
+			printCapabilities(a.out, d.Capabilities)
 		}
 		if len(d.Outputs) > 0 {
 			fmt.Fprintf(a.out, "outputs: %s\n", termsafe.Line(strings.Join(d.Outputs, ", ")))
@@ -327,6 +331,7 @@ func newPluginInfoView(d *sdk.Description, src, selected string, configured time
 
 func newPluginInstallCmd(a *app) *cobra.Command {
 	var opts pluginstore.InstallOptions
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "install SOURCE",
 		Short: "Install a plugin from a binary, a directory, a .tar.gz, an https URL or oci://REGISTRY/REPO[:TAG]",
@@ -335,7 +340,14 @@ func newPluginInstallCmd(a *app) *cobra.Command {
 this marina cannot speak, or if it has the name of a built-in plugin (which would always
 win). https sources need --sha256 (or --insecure-skip-checksum, which 'plugin list' then
 shows). Installing a version that is already installed with the same
-binary does nothing; a different binary for an installed version is refused.`,
+binary does nothing; a different binary for an installed version is refused.
+
+A plugin gets the lab's Docker engine, the clusters' kubeconfigs, host changes and the
+registries' credentials only for the capabilities it declares (docs/plugins.md,
+"Capabilities"). When it declares capabilities no installed version of it declared,
+install shows each with what it unlocks and asks; without a terminal it needs --yes
+(otherwise nothing is installed and the exit status is 2). pluginTrust.capabilities
+in the config caps what the plugins of a source may declare.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(args[0]) == "" {
@@ -350,6 +362,8 @@ binary does nothing; a different binary for an installed version is refused.`,
 				return err
 			}
 			var inst *pluginstore.Installed
+			var granted []string
+			opts.Grant = a.grantCapabilities(yes, &granted)
 			err = a.withLock(cmd.Context(), func() error {
 				if inst, err = store.Install(cmd.Context(), src, opts); err != nil {
 					if errors.Is(err, pluginstore.ErrBuiltinName) {
@@ -367,6 +381,9 @@ binary does nothing; a different binary for an installed version is refused.`,
 				hooks = append(hooks, string(h))
 			}
 			fmt.Fprintf(a.out, "installed %s %s (protocol %s, hooks %s)\n  %s\n", inst.Name, inst.Version, inst.Description.Protocol, strings.Join(hooks, ","), inst.Path)
+			if caps := inst.Description.Capabilities; len(caps) > 0 {
+				fmt.Fprintf(a.out, "  capabilities: %s%s\n", termsafe.Line(strings.Join(caps, ", ")), grantedNote(granted))
+			}
 			if t := store.TrustOf(inst); t.Status == pluginsign.Signed {
 				fmt.Fprintf(a.out, "  %s\n", t)
 			} else if t.Status != pluginsign.Unsigned || len(store.Trust.Keys) > 0 {
@@ -376,6 +393,7 @@ binary does nothing; a different binary for an installed version is refused.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "grant the capabilities the plugin asks for without asking (required without a terminal when it asks for new ones)")
 	cmd.Flags().StringVar(&opts.Version, "version", "", "semver constraint when the source offers several versions (OCI tags)")
 	cmd.Flags().StringVar(&opts.SHA256, "sha256", "", "expected sha256 of the downloaded artifact (required for https sources)")
 	cmd.Flags().BoolVar(&opts.InsecureSkipChecksum, "insecure-skip-checksum", false, "install an https source without --sha256 (recorded and shown by 'plugin list')")
@@ -468,10 +486,55 @@ func newPluginToggleCmd(a *app, enable bool) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(a.out, "%sd %s in %s\n", verb, args[0], path)
+				if enable {
+					a.warnPluginConfig(cmd.Context(), args[0])
+				}
 				return nil
 			})
 		},
 	}
+}
+
+// warnPluginConfig says what in plugins.NAME the plugin (just enabled)
+// finds missing or wrong in its config, as config validate would, so a
+// config that no longer validates is not left without a word. The plugin
+// stays enabled: setting its config is the usual next step.
+func (a *app) warnPluginConfig(ctx context.Context, name string) {
+	l, err := config.Load(config.LoadOptions{Path: a.global.ConfigPath, Sets: a.global.Sets})
+	if l == nil {
+		return
+	}
+	var problems []config.Problem
+	var verr *config.ValidationError
+	if errors.As(err, &verr) {
+		problems = verr.Problems
+	}
+	_, more, ferr := a.checkPlugins(ctx, l, nil)
+	problems = append(problems, more...)
+	var mine []config.Problem
+	for _, p := range problems {
+		if p.Path == "plugins."+name || strings.HasPrefix(p.Path, "plugins."+name+".") {
+			mine = append(mine, p)
+		}
+	}
+	if ferr != nil && !strings.Contains(ferr.Error(), name) {
+		ferr = nil // about another plugin: not this command's news
+	}
+	if len(mine) == 0 && ferr == nil {
+		return
+	}
+	fmt.Fprintf(a.err, "Warning: the config does not validate with %s enabled; marina up and cluster create refuse it until it does:\n", name)
+	for _, p := range mine {
+		where := ""
+		if p.Where != "" {
+			where = " (" + p.Where + ")"
+		}
+		fmt.Fprintf(a.err, "  - %s: %s%s\n", p.Path, p.Message, where)
+	}
+	if ferr != nil {
+		fmt.Fprintf(a.err, "  - %v\n", ferr)
+	}
+	fmt.Fprintf(a.err, "Set plugins.%s.config in %s (marina plugin info %s lists its fields), then check with marina config validate.\n", name, l.Path, name)
 }
 
 // verifyRow is one line of `plugin verify`.
@@ -702,4 +765,48 @@ func (a *app) nextStep(store *pluginstore.Store, name string) string {
 		constraint = "any version"
 	}
 	return fmt.Sprintf("plugin %s is enabled in the config: version %s runs (plugins.%s.version: %s)", name, sel.Version, name, constraint)
+}
+
+// grantCapabilities is install's and upgrade's consent to the capabilities
+// a plugin asks for anew (pluginstore.InstallOptions.Grant): it shows each
+// with what it unlocks and asks on a terminal; --yes grants them; without a
+// terminal or --yes nothing is installed (exit 2). What was granted is
+// appended to granted.
+func (a *app) grantCapabilities(yes bool, granted *[]string) func(*sdk.Description, []string) error {
+	return func(d *sdk.Description, added []string) error {
+		what := termsafe.Line(d.Name + " " + d.Version)
+		fmt.Fprintf(a.err, "plugin %s asks for capabilities no installed version of it had:\n", what)
+		printCapabilities(a.err, added)
+		if !yes {
+			in := terminalInput(a)
+			if in == nil {
+				return exitcode.NewUsage(fmt.Errorf("plugin %s asks for capabilities %s: pass --yes to grant them (nothing was installed)", what, strings.Join(added, ", ")))
+			}
+			if !confirmOn(in, a.err, "Grant them?") {
+				return exitcode.NewUsage(fmt.Errorf("capabilities %s of plugin %s not granted; nothing was installed", strings.Join(added, ", "), what))
+			}
+		}
+		*granted = append(*granted, added...)
+		return nil
+	}
+}
+
+// grantedNote is how install's output marks capabilities granted just now.
+func grantedNote(granted []string) string {
+	if len(granted) == 0 {
+		return ""
+	}
+	return " (granted now: " + strings.Join(granted, ", ") + ")"
+}
+
+// printCapabilities lists capabilities with what each unlocks (a name this
+// marina does not know is shown as such: such a plugin does not run).
+func printCapabilities(w io.Writer, caps []string) {
+	for _, c := range caps {
+		unlocks, ok := sdk.CapabilityUnlocks(c)
+		if !ok {
+			unlocks = "unknown to this marina (upgrade marina)"
+		}
+		fmt.Fprintf(w, "  %-21s %s\n", termsafe.Line(c), unlocks)
+	}
 }

@@ -26,11 +26,31 @@ func testPlugin(t testing.TB, name, version string) string {
 // link time ("" keeps the default).
 func testPluginDescribed(t testing.TB, name, version, description string) string {
 	t.Helper()
+	return buildTestPlugin(t, name, version, description, "")
+}
+
+// testPluginWithCaps is testPlugin declaring the capabilities caps
+// (comma-separated).
+func testPluginWithCaps(t testing.TB, name, version, caps string) string {
+	t.Helper()
+	return buildTestPlugin(t, name, version, "", caps)
+}
+
+func buildTestPlugin(t testing.TB, name, version, description, caps string, extra ...string) string {
+	t.Helper()
 	ldflags := "-s -w -X main.name=" + name + " -X main.version=" + version
 	dir := name + "-" + version
+	for _, x := range extra { // main.VAR=VALUE
+		ldflags += " -X " + x
+		dir += "-" + strings.NewReplacer("main.", "", "=", "-").Replace(x)
+	}
 	if description != "" {
 		ldflags += " -X 'main.description=" + description + "'"
 		dir += "-described"
+	}
+	if caps != "" {
+		ldflags += " -X main.capabilities=" + caps
+		dir += "-caps-" + strings.ReplaceAll(caps, ",", "+")
 	}
 	out := filepath.Join(filepath.Dir(marinaBin), "test-plugins", dir, "marina-plugin-"+name)
 	if _, err := os.Stat(out); err == nil {

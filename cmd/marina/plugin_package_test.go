@@ -157,6 +157,17 @@ func TestPluginPublishInstall(t *testing.T) {
 	// Newer versions appear in the registry: versions lists them, outdated
 	// compares, upgrade installs the newest the constraint allows.
 	writeConfigFile(t, home, "plugins:\n  acme:\n    enabled: true\n    version: \"^1\"\n")
+	// From 1.5.0 on, acme asks for the clusters' kubeconfigs: upgrading
+	// to it needs the user's grant.
+	src := filepath.Join(dir, "plugin.go")
+	code, err := os.ReadFile(src)
+	if err != nil || !strings.Contains(string(code), "Outputs:     []string{\"greeting\"},") {
+		t.Fatalf("scaffold's plugin.go: %v\n%s", err, code)
+	}
+	code = []byte(strings.Replace(string(code), "Outputs:     []string{\"greeting\"},", "Outputs:     []string{\"greeting\"},\n\t\tCapabilities: []string{sdk.CapKubeconfig},", 1))
+	if err := os.WriteFile(src, code, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range []string{"1.5.0", "2.0.0"} {
 		d := filepath.Join(t.TempDir(), "dist")
 		if r := marina(t, home, nil, "plugin", "package", dir, "--version", v, "--platform", runtime.GOOS+"/"+runtime.GOARCH, "--out", d); r.code != 0 {
@@ -182,7 +193,14 @@ func TestPluginPublishInstall(t *testing.T) {
 	if len(rows) != 1 || rows[0].Installed != "1.4.0" || rows[0].Wanted != "1.5.0" || rows[0].Latest != "2.0.0" || rows[0].Source != ref {
 		t.Fatalf("outdated = %+v", rows)
 	}
-	if r := marina(t, home, nil, "plugin", "upgrade"); r.code != 0 || !strings.Contains(r.stdout, "acme 1.4.0 -> 1.5.0") {
+	if r := marina(t, home, nil, "plugin", "upgrade"); r.code != 2 || !strings.Contains(r.stderr, "plugin acme 1.5.0 asks for capabilities kubeconfig: pass --yes to grant them (nothing was installed)") ||
+		!strings.Contains(r.stderr, "kubeconfig            every cluster's admin kubeconfig") {
+		t.Fatalf("upgrade to a version asking for more, without a terminal or --yes: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if got := rowsFor(listPlugins(t, home), "acme"); len(got) != 1 {
+		t.Fatalf("an upgrade not granted installed something: %+v", got)
+	}
+	if r := marina(t, home, nil, "plugin", "upgrade", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "acme 1.4.0 -> 1.5.0 (granted now: kubeconfig)") {
 		t.Fatalf("upgrade: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if got := rowsFor(listPlugins(t, home), "acme"); len(got) != 2 || got[1].Version != "1.5.0" || got[1].Status != "active" {

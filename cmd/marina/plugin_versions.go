@@ -223,6 +223,7 @@ Exit status 0 either way; -o json for scripts.`,
 }
 
 func newPluginUpgradeCmd(a *app) *cobra.Command {
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "upgrade [NAME...]",
 		Short: "Install the newest version the config allows of enabled plugins, from the registry each came from",
@@ -230,7 +231,9 @@ func newPluginUpgradeCmd(a *app) *cobra.Command {
 was installed from the newest version this marina can run here that plugins.NAME.version
 allows (marina plugin outdated's WANTED), then record the selection in the lock file. The
 config's constraint is honoured: a new major version needs an edited constraint. Older
-versions stay installed (marina plugin remove NAME@VERSION).`,
+versions stay installed (marina plugin remove NAME@VERSION). A version that declares
+capabilities no installed version declared is installed only once they are granted: on a
+terminal upgrade asks, otherwise it needs --yes.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withLock(cmd.Context(), func() error {
 				rows, store, err := a.outdated(cmd, args)
@@ -246,13 +249,14 @@ versions stay installed (marina plugin remove NAME@VERSION).`,
 					case r.Wanted == "" || !newer(r.Wanted, r.Installed):
 						fmt.Fprintf(a.out, "%s %s: up to date with plugins.%s.version %q\n", r.Name, r.Installed, r.Name, r.Constraint)
 					default:
-						inst, err := store.Install(cmd.Context(), r.Source+":"+r.Wanted, pluginstore.InstallOptions{})
+						var granted []string
+						inst, err := store.Install(cmd.Context(), r.Source+":"+r.Wanted, pluginstore.InstallOptions{Grant: a.grantCapabilities(yes, &granted)})
 						if err != nil {
 							failed = append(failed, fmt.Errorf("%s: %w", r.Name, err))
 							continue
 						}
 						upgraded++
-						fmt.Fprintf(a.out, "%s %s -> %s\n", r.Name, r.Installed, inst.Version)
+						fmt.Fprintf(a.out, "%s %s -> %s%s\n", r.Name, r.Installed, inst.Version, grantedNote(granted))
 					}
 				}
 				if upgraded > 0 {
@@ -264,6 +268,7 @@ versions stay installed (marina plugin remove NAME@VERSION).`,
 			})
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "grant new capabilities a version asks for without asking (required without a terminal)")
 	return cmd
 }
 

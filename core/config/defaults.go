@@ -70,7 +70,7 @@ func Default() *Config {
 			ServerIP: "172.30.255.53",
 		},
 		Plugins:       plugins,
-		PluginTrust:   PluginTrust{Policy: TrustWarn, Keys: []TrustedKey{}},
+		PluginTrust:   PluginTrust{Policy: TrustWarn, Keys: []TrustedKey{}, Capabilities: []CapabilityLimit{}},
 		PluginSources: []string{},
 		Images: Images{
 			Registry:    DefaultRegistryImage,

@@ -103,6 +103,14 @@ const (
 type PluginTrust struct {
 	Policy string       `yaml:"policy" doc:"warn: install and run a plugin no trusted key signed, and say so (plugin install, list, verify); enforce: refuse to install or run it."`
 	Keys   []TrustedKey `yaml:"keys" doc:"Public keys whose signatures you trust (marina plugin keygen writes a key pair)."`
+	// Capabilities cap what the plugins of some sources may declare.
+	Capabilities []CapabilityLimit `yaml:"capabilities" doc:"Caps on the capabilities plugins may declare, by source: a plugin from a source a rule covers may declare only what the rule allows (every covering rule), or it is refused at install and at launch."`
+}
+
+// CapabilityLimit caps the capabilities of the plugins from some sources.
+type CapabilityLimit struct {
+	Sources []string `yaml:"sources" doc:"The plugin sources the rule covers, as prefixes (e.g. oci://registry.example.com/contrib/); empty: every installed plugin (built-ins are not covered)."`
+	Allow   []string `yaml:"allow" doc:"The capabilities those plugins may declare: docker, kubeconfig, host.resolver, registry.credentials; empty: none."`
 }
 
 // TrustedKey is one trusted public key.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bcollard/marina/core/pluginsign"
 	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/sdk"
 )
 
 var (
@@ -176,6 +177,20 @@ func Validate(c *Config) []Problem {
 		for j, s := range k.Sources {
 			if strings.TrimSpace(s) == "" {
 				add(fmt.Sprintf("%s.sources[%d]", p, j), "is empty: give a source prefix such as oci://registry.example.com/team/, or remove it")
+			}
+		}
+	}
+
+	for i, r := range c.PluginTrust.Capabilities {
+		p := fmt.Sprintf("pluginTrust.capabilities[%d]", i)
+		for j, s := range r.Sources {
+			if strings.TrimSpace(s) == "" {
+				add(fmt.Sprintf("%s.sources[%d]", p, j), "is empty: give a source prefix such as oci://registry.example.com/contrib/, or remove it")
+			}
+		}
+		for j, name := range r.Allow {
+			if _, ok := sdk.CapabilityUnlocks(name); !ok {
+				add(fmt.Sprintf("%s.allow[%d]", p, j), "%q is not a capability: use %s%s", name, capabilityList(), suggestCapability(name))
 			}
 		}
 	}
@@ -394,3 +409,24 @@ func isPluginName(s string) bool { return pluginNameRE().MatchString(s) }
 
 // IsImageRef reports whether s is an image reference (registry/path:tag@digest).
 func IsImageRef(s string) bool { return imageRefRE().MatchString(s) }
+
+// capabilityList names the capabilities marina knows.
+func capabilityList() string {
+	return strings.Join(capabilityNames(), ", ")
+}
+
+func capabilityNames() []string {
+	names := make([]string, len(sdk.KnownCapabilities))
+	for i, c := range sdk.KnownCapabilities {
+		names[i] = c.Name
+	}
+	return names
+}
+
+// suggestCapability is " (did you mean X?)" for a near miss, or "".
+func suggestCapability(name string) string {
+	if s := closest(name, capabilityNames()); s != "" {
+		return " (did you mean " + s + "?)"
+	}
+	return ""
+}

@@ -657,7 +657,8 @@ func (d *Dispatcher) retire(n string, inst *Instance) {
 // hookCall is the call of n's hook: base with the hook, n's config, its
 // state directory (StateRoot/n, when set) and copies of the outputs its
 // direct dependencies have in outputs (published so far, or, planning,
-// replayed). RunHook and PlanHook build it alike: it is what a recorded
+// replayed), without what the capabilities desc does not declare unlock
+// (sdk.HookCall.Granted). RunHook and PlanHook build it alike: it is what a recorded
 // result is keyed by. The caller guards outputs.
 func (d *Dispatcher) hookCall(n string, hook sdk.Hook, base sdk.HookCall, desc *sdk.Description, outputs map[string]map[string]string) sdk.HookCall {
 	call := base
@@ -672,7 +673,9 @@ func (d *Dispatcher) hookCall(n string, hook sdk.Hook, base sdk.HookCall, desc *
 			call.Deps[dep.Name] = maps.Clone(o)
 		}
 	}
-	return call
+	// Least privilege: what a capability unlocks reaches only a plugin
+	// that declares it.
+	return call.Granted(desc)
 }
 
 // maxProgress caps a plugin's progress message.
@@ -683,7 +686,8 @@ const maxProgress = 500
 // plugin's description does not declare are dropped with a warning, and
 // outputs over the limits (MaxOutputValue, MaxOutputKeys,
 // MaxOutputsTotal) fail the hook with a KindOutput *Error, publishing
-// nothing. res is changed in place: Outputs keeps only what was published,
+// nothing; a host change whose capability the plugin does not declare
+// fails it with a KindCapability *Error, publishing and applying nothing. res is changed in place: Outputs keeps only what was published,
 // and the text of Warnings and of HostChanges' Reason (shown before a
 // privileged command) is cleaned of terminal control sequences.
 func (d *Dispatcher) publish(n string, inst *Instance, hook sdk.Hook, res *sdk.Result) error {
@@ -691,11 +695,16 @@ func (d *Dispatcher) publish(n string, inst *Instance, hook sdk.Hook, res *sdk.R
 	for i := range res.HostChanges {
 		res.HostChanges[i].Reason = termsafe.Excerpt(termsafe.Line(res.HostChanges[i].Reason), maxCause)
 	}
-	// The running plugin's own description declares its outputs (a cached
-	// one may be older).
+	// The running plugin's own description declares its outputs and
+	// capabilities (a cached one may be older).
 	desc, err := inst.Describe(context.Background())
 	if err != nil {
 		return err
+	}
+	if bad := res.UndeclaredChanges(desc); len(bad) > 0 {
+		res.HostChanges, res.Outputs = nil, nil
+		return inst.newError(string(hook), KindCapability, "asked for what it does not declare, so none of its host changes is applied: "+strings.Join(bad, "; ")+
+			"; the plugin's author must declare the capability (users are asked to grant it when they install or upgrade the plugin)", nil)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -434,3 +434,81 @@ func TestDispatchDuplicateName(t *testing.T) {
 		t.Error("Validate accepted a duplicate")
 	}
 }
+
+// TestDispatchCapabilities: through real plugin processes, a plugin gets the
+// Docker endpoint, the kubeconfig and the registries' credentials only for
+// the capabilities it declares — its process inherits no DOCKER_HOST or
+// KUBECONFIG from marina's either — and a hook that asks for a host change
+// it did not declare fails, with nothing of its result applied.
+func TestDispatchCapabilities(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///users/own/docker.sock")
+	t.Setenv("KUBECONFIG", "/users/own/kubeconfig")
+	marker := newMarker(t)
+	report := []byte(`{"report":true}`)
+	d := NewDispatcher([]Plugin{
+		{Spec: tp("blind", marker), Config: report},
+		{Spec: tp("seeing", marker, "-caps", "docker,kubeconfig,registry.credentials"), Config: report},
+	}, testOpts())
+	defer d.Close()
+	call := sdk.HookCall{
+		Env:     sdk.Env{DockerHost: "unix:///lab/docker.sock", Mirrors: []sdk.Mirror{{Name: "docker-io", Port: 5000, Username: "u", Password: "secret"}}},
+		Cluster: &sdk.Cluster{Name: "dev", Kubeconfig: []byte("apiVersion: v1\n"), KubeconfigPath: "/lab/dev.kubeconfig"},
+	}
+	res, err := d.RunHook(context.Background(), sdk.PostCluster, call, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blind, seeing := res["blind"].Outputs, res["seeing"].Outputs
+	for _, k := range []string{"dockerHost", "kubeconfig", "mirrorPassword", "envDocker", "envKube"} {
+		if blind[k] != "" {
+			t.Errorf("undeclared: the plugin saw %s = %q", k, blind[k])
+		}
+	}
+	if seeing["dockerHost"] != "unix:///lab/docker.sock" || seeing["kubeconfig"] != "apiVersion: v1\n/lab/dev.kubeconfig" || seeing["mirrorPassword"] != "secret" {
+		t.Errorf("declared: the plugin saw %v", seeing)
+	}
+	if seeing["envDocker"] != "" || seeing["envKube"] != "" {
+		t.Errorf("declared: the process inherited DOCKER_HOST %q, KUBECONFIG %q; the lab reaches it through the request only", seeing["envDocker"], seeing["envKube"])
+	}
+	if call.Cluster.KubeconfigPath == "" || call.Env.Mirrors[0].Password == "" {
+		t.Error("the caller's call was changed")
+	}
+
+	// A resolver change without host.resolver: the hook fails, its
+	// outputs are not published and its host changes not returned.
+	d2 := NewDispatcher([]Plugin{
+		{Spec: tp("asker", marker), Config: []byte(`{"resolver":"demo.internal","outputs":{"chain":"x"}}`)},
+		{Spec: tp("allowed", marker, "-caps", "host.resolver"), Config: []byte(`{"resolver":"demo.internal"}`)},
+	}, testOpts())
+	defer d2.Close()
+	res, err = d2.RunHook(context.Background(), sdk.PostUp, sdk.HookCall{}, nil)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Plugin != "asker" || pe.Kind != KindCapability || !strings.Contains(err.Error(), "host.resolver") {
+		t.Fatalf("undeclared resolver change: err = %v, want a KindCapability error of asker naming host.resolver", err)
+	}
+	if r := res["asker"]; r != nil {
+		t.Errorf("asker's result was kept: %+v", r)
+	}
+	if _, ok := d2.Outputs()["asker"]; ok {
+		t.Errorf("asker's outputs were published: %v", d2.Outputs()["asker"])
+	}
+	// allowed may have been cancelled by asker's failure; run it alone.
+	d3 := NewDispatcher([]Plugin{{Spec: tp("allowed", marker, "-caps", "host.resolver"), Config: []byte(`{"resolver":"demo.internal"}`)}}, testOpts())
+	defer d3.Close()
+	res, err = d3.RunHook(context.Background(), sdk.PostUp, sdk.HookCall{}, nil)
+	if err != nil || len(res["allowed"].HostChanges) != 1 {
+		t.Errorf("declared resolver change: %v, %+v", err, res["allowed"])
+	}
+
+	// A capability this marina does not know refuses the plugin at start.
+	d4 := NewDispatcher([]Plugin{{Spec: Spec{Name: "raw", Path: rawPluginBin, Args: []string{"-caps", "docker,gpu", "-marker", marker}}}}, testOpts())
+	defer d4.Close()
+	_, err = d4.RunHook(context.Background(), sdk.PostUp, sdk.HookCall{}, nil)
+	if !errors.As(err, &pe) || pe.Kind != KindCapability || !strings.Contains(err.Error(), "gpu") || !strings.Contains(err.Error(), "upgrade marina") {
+		t.Fatalf("unknown capability: err = %v, want a KindCapability error naming gpu and the fix", err)
+	}
+	for _, d := range []*Dispatcher{d, d2, d3, d4} {
+		_ = d.Close()
+	}
+	assertNoProcesses(t, marker)
+}

@@ -41,6 +41,10 @@ const (
 	// KindOutput: the hook returned outputs over marina's limits (see
 	// MaxOutputValue, MaxOutputKeys, MaxOutputsTotal); none was published.
 	KindOutput Kind = "output"
+	// KindCapability: the plugin declares a capability this marina does not
+	// know, or its hook asked for a host change whose capability it does
+	// not declare (none of the hook's host changes is applied).
+	KindCapability Kind = "capability"
 )
 
 // Error is the error of every plugin start and call: it names the plugin,

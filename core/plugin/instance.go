@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,8 +223,26 @@ func (i *Instance) newRunner(_ hclog.Logger, cmd *exec.Cmd, socketDir string) (r
 	if i.cancel {
 		return nil, context.Canceled
 	}
-	i.runner = newProcRunner(i.spec.Path, i.spec.Args, cmd.Env, socketDir)
+	i.runner = newProcRunner(i.spec.Path, i.spec.Args, pluginEnv(cmd.Env), socketDir)
 	return i.runner, nil
+}
+
+// withheldEnv are the variables a plugin process does not inherit from
+// marina's environment: the user's Docker and Kubernetes endpoints and
+// credentials. A plugin reaches the lab only through what its declared
+// capabilities unlock in a hook's request (sdk.HookCall.Granted).
+var withheldEnv = []string{"DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_TLS", "KUBECONFIG"}
+
+// pluginEnv is env without withheldEnv.
+func pluginEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(withheldEnv, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // pluginPID is the pid of the plugin's process: the only peer marina's
@@ -340,7 +359,16 @@ func (i *Instance) checkDescription(d *sdk.Description) error {
 	if major != sdk.ProtocolMajor || minor > sdk.ProtocolMinor {
 		return i.newError("Describe", KindProtocol, fmt.Sprintf("speaks protocol %s, this marina speaks protocol %d.%d: upgrade marina, or install a version of the plugin built for protocol %d.%d or older", d.Protocol, sdk.ProtocolMajor, sdk.ProtocolMinor, sdk.ProtocolMajor, sdk.ProtocolMinor), nil)
 	}
+	if bad := d.UnknownCapabilities(); len(bad) > 0 {
+		return i.newError("Describe", KindCapability, UnknownCapabilitiesCause(bad), nil)
+	}
 	return nil
+}
+
+// UnknownCapabilitiesCause says why a plugin declaring the capabilities bad
+// (unknown to this marina, or declared twice) is refused.
+func UnknownCapabilitiesCause(bad []string) string {
+	return fmt.Sprintf("declares capabilities %s that this marina does not know (or twice): upgrade marina, or use a version of the plugin built with an older SDK", strings.Join(bad, ", "))
 }
 
 func parseProtocol(s string) (major, minor int, ok bool) {

@@ -176,7 +176,7 @@ func Check(sig *Signature, digest, source string, keys []TrustedKey) Result {
 		if !ed25519.Verify(pub, []byte(context+digest), rawSig) {
 			return Result{Status: Invalid, Key: k.Name, Detail: "the signature does not verify with key " + k.Name}
 		}
-		if !forSource(k.Sources, source) {
+		if !Covers(k.Sources, source) {
 			return Result{Status: Untrusted, Key: sig.KeyID, Detail: fmt.Sprintf("key %s is trusted for %s, not for %s", k.Name, strings.Join(k.Sources, ", "), source)}
 		}
 		return Result{Status: Signed, Key: k.Name}
@@ -187,8 +187,9 @@ func Check(sig *Signature, digest, source string, keys []TrustedKey) Result {
 	return Result{Status: Invalid}
 }
 
-// forSource reports whether a key trusted for sources covers source.
-func forSource(sources []string, source string) bool {
+// Covers reports whether a rule for sources (prefixes; every source when
+// empty) covers source: the rule of pluginTrust.keys and capabilities.
+func Covers(sources []string, source string) bool {
 	if len(sources) == 0 {
 		return true
 	}

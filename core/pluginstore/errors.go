@@ -14,9 +14,13 @@ var (
 	ErrNoMatch = errors.New("no installed plugin version matches")
 	// ErrModified: an installed binary no longer has the sha256 recorded in its manifest.
 	ErrModified = errors.New("plugin binary modified after install")
-	// ErrUntrusted: pluginTrust.policy is enforce and no trusted key signed
-	// the plugin.
-	ErrUntrusted = errors.New("plugin not signed by a trusted key")
+	// ErrUntrusted: pluginTrust refuses the plugin: the policy is enforce
+	// and no trusted key signed it, or it declares a capability that
+	// pluginTrust.capabilities does not allow for its source.
+	ErrUntrusted = errors.New("plugin refused by pluginTrust")
+	// ErrNotGranted: the plugin declares capabilities no installed version
+	// of it declared, and the user did not grant them.
+	ErrNotGranted = errors.New("plugin capabilities not granted")
 	// ErrLockMismatch: an installed binary is not the build the lock file pins.
 	ErrLockMismatch = errors.New("plugin binary does not match the lock file")
 	// ErrChecksum: the downloaded or copied artifact does not have the expected sha256.

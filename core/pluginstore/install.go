@@ -38,6 +38,11 @@ type InstallOptions struct {
 	// Mac with Apple silicon "darwin/amd64" installs an Intel build to run
 	// under Rosetta. The Describer must be able to run the binary.
 	Platform string
+	// Grant is asked, before anything is placed in the store, to grant the
+	// capabilities the plugin declares that no installed version of it
+	// declared (added; desc says what the plugin is); an error refuses the
+	// install. nil refuses every such install with ErrNotGranted.
+	Grant func(desc *sdk.Description, added []string) error
 }
 
 // sourceKind says how a source string is fetched.
@@ -163,12 +168,12 @@ func (s *Store) Install(ctx context.Context, src string, opts InstallOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	return s.installBinary(ctx, f, tmp, target, source, constraint, kind == srcHTTPS && want == "")
+	return s.installBinary(ctx, f, tmp, target, source, constraint, kind == srcHTTPS && want == "", opts.Grant)
 }
 
 // installBinary checks the fetched binary, describes it, and moves it into
 // the store.
-func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, target Platform, source string, constraint *semver.Constraints, insecure bool) (*Installed, error) {
+func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, target Platform, source string, constraint *semver.Constraints, insecure bool, grant func(*sdk.Description, []string) error) (*Installed, error) {
 	head, err := readHead(f.binary)
 	if err != nil {
 		return nil, err
@@ -216,6 +221,20 @@ func (s *Store) installBinary(ctx context.Context, f *fetched, tmp string, targe
 
 	if s.isBuiltin(desc.Name) {
 		return nil, newError(ErrBuiltinName, fmt.Sprintf("the plugin binary from %s calls itself %s, the name of a plugin built into marina: the built-in always wins, so this plugin would never run. Rename it (sdk.Info Name) and rebuild; nothing was installed", source, desc.Name))
+	}
+
+	// What the plugin may ask for: the limits of pluginTrust, then the
+	// user's consent to what it asks for anew.
+	if err := s.refuseCapabilities(desc.Name+" "+desc.Version+" from "+source, desc, source); err != nil {
+		return nil, err
+	}
+	if added := s.NewCapabilities(desc); len(added) > 0 {
+		if grant == nil {
+			return nil, newError(ErrNotGranted, fmt.Sprintf("plugin %s %s asks for capabilities %s, which nobody granted; nothing was installed", desc.Name, desc.Version, strings.Join(added, ", ")))
+		}
+		if err := grant(desc, added); err != nil {
+			return nil, err
+		}
 	}
 
 	inst := &Installed{

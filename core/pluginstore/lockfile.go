@@ -238,7 +238,10 @@ func (s *Store) verify(inst *Installed, lf *LockFile, digest func(string) (strin
 				m.Name, m.Version, m.Path, short(sum), s.lockPath, short(want), sourceOr(e.Source), m.Name, m.Version, sourceOr(e.Source)))
 		}
 	}
-	return s.checkTrust(m)
+	if err := s.checkTrust(m); err != nil {
+		return err
+	}
+	return s.refuseCapabilities(m.Name+" "+m.Version+" from "+sourceOr(m.Source), m.Description, m.Source)
 }
 
 func sourceOr(src string) string {

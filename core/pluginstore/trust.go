@@ -19,6 +19,10 @@ type Trust struct {
 	// otherwise such a plugin is installed and run, and reported.
 	Enforce bool
 	Keys    []pluginsign.TrustedKey
+	// Capabilities cap what the plugins of some sources may declare; a
+	// plugin over a limit is refused at install and at launch, whatever
+	// Enforce says.
+	Capabilities []CapabilityLimit
 }
 
 // TrustOf checks inst's signature against the keys trusted now.

@@ -78,7 +78,7 @@ func (*Plugin) Info() sdk.Info {
 		Version:      Version,
 		Description:  "Pull-through registry mirrors on the kind network; cluster nodes pull through them and fall back to the upstream.",
 		Maintainer:   "marina",
-		Capabilities: []string{sdk.CapDocker},
+		Capabilities: []string{sdk.CapDocker, sdk.CapRegistryCredentials},
 		Timeouts: map[sdk.Hook]time.Duration{
 			// The first run may pull the registry image into the VM.
 			sdk.PostUp:     10 * time.Minute,

@@ -157,7 +157,7 @@ func connect(t *testing.T) *container.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := container.Connect(ctx, os.Getenv("DOCKER_HOST"))
+	c, err := container.Connect(ctx, container.HostFromEnv())
 	if err != nil {
 		t.Fatal(err)
 	}

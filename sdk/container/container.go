@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -157,6 +158,16 @@ type State struct {
 	IPs map[string]string
 }
 
+// HostFromEnv returns the Docker endpoint of this process's environment:
+// $DOCKER_HOST, or the platform's default socket. For tests and tools;
+// a hook uses req.Env.DockerHost.
+func HostFromEnv() string {
+	if h := os.Getenv(client.EnvOverrideHost); h != "" {
+		return h
+	}
+	return client.DefaultDockerHost
+}
+
 // Client talks to one Docker engine.
 type Client struct {
 	api  *client.Client
@@ -174,16 +185,18 @@ func WithHashKey(key []byte) Option {
 	return func(c *Client) { c.key = append([]byte(nil), key...) }
 }
 
-// Connect opens a client for the Docker engine at host (e.g.
-// unix:///var/run/docker.sock; "" means DOCKER_HOST or the platform default)
-// and checks that the engine answers.
+// Connect opens a client for the Docker engine at host (in a hook:
+// req.Env.DockerHost; e.g. unix:///var/run/docker.sock) and checks that the
+// engine answers. An empty host is refused, never read from DOCKER_HOST: in
+// a hook it means the plugin does not declare sdk.CapDocker, and marina
+// gives the lab's endpoint only to plugins that do. Outside a hook (a test,
+// a tool) pass the endpoint, e.g. HostFromEnv().
 func Connect(ctx context.Context, host string, opts ...Option) (*Client, error) {
-	var copts []client.Opt
-	if host != "" {
-		copts = append(copts, client.WithHost(host))
-	} else {
-		copts = append(copts, client.FromEnv)
+	if host == "" {
+		return nil, errors.New("no Docker endpoint: marina gives a plugin the lab's Docker engine (Env.DockerHost) only when it declares the capability " +
+			"sdk.CapDocker in Info.Capabilities; add it (users are asked to grant it at install), or, outside a hook, pass an endpoint such as container.HostFromEnv()")
 	}
+	copts := []client.Opt{client.WithHost(host)}
 	api, err := client.New(copts...)
 	if err != nil {
 		return nil, fmt.Errorf("docker endpoint %q: %w", host, err)
@@ -194,11 +207,7 @@ func Connect(ctx context.Context, host string, opts ...Option) (*Client, error) 
 	}
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		_ = api.Close()
-		where := host
-		if where == "" {
-			where = "the default endpoint (DOCKER_HOST)"
-		}
-		return nil, fmt.Errorf("the Docker engine at %s does not answer: %w (is `marina up` done and the VM running?)", where, err)
+		return nil, fmt.Errorf("the Docker engine at %s does not answer: %w (is `marina up` done and the VM running?)", host, err)
 	}
 	return c, nil
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +30,7 @@ func connect(t *testing.T, opts ...container.Option) *container.Client {
 	dockertest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := container.Connect(ctx, os.Getenv("DOCKER_HOST"), opts...)
+	c, err := container.Connect(ctx, container.HostFromEnv(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,7 @@
 package kube
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -86,7 +87,7 @@ const (
 // sdk.Cluster.Kubeconfig). Its current context is used.
 func Connect(kubeconfig []byte) (*Client, error) {
 	if len(kubeconfig) == 0 {
-		return nil, fmt.Errorf("kube: the kubeconfig is empty: a plugin gets the cluster's kubeconfig in PostCluster and PreClusterDelete requests (declare the %q capability)", "kubeconfig")
+		return nil, errors.New("kube: the kubeconfig is empty: marina gives a plugin the cluster's admin kubeconfig (in PostCluster and PreClusterDelete requests) only when it declares the capability sdk.CapKubeconfig in Info.Capabilities; add it (users are asked to grant it at install)")
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {

@@ -20,7 +20,9 @@ import (
 // sdk/container), as real plugins do.
 type reacher struct{}
 
-func (reacher) Info() sdk.Info { return sdk.Info{Name: "reacher", Version: "1.0.0"} }
+func (reacher) Info() sdk.Info {
+	return sdk.Info{Name: "reacher", Version: "1.0.0", Capabilities: []string{sdk.CapDocker, sdk.CapKubeconfig}}
+}
 
 func (reacher) PostCluster(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
 	c, err := kube.Connect(req.Cluster.Kubeconfig)

@@ -23,8 +23,11 @@
 //		if d := h.Describe(); !d.Has(sdk.PostCluster) { ... }
 //	}
 //
-// Like marina, Run validates the config before it runs a hook and gives the
-// hook its declared deadline. Hooks get DefaultEnv and, for cluster hooks,
+// Like marina, Run validates the config before it runs a hook, gives the
+// hook its declared deadline, withholds what the plugin's undeclared
+// capabilities would unlock (an empty Env.DockerHost without sdk.CapDocker,
+// no kubeconfig without sdk.CapKubeconfig; see sdk.HookCall.Granted) and
+// fails a hook whose result asks for an undeclared host change. Hooks get DefaultEnv and, for cluster hooks,
 // DefaultCluster; options change them. The harness talks to nothing real by
 // default: the Docker endpoint is DOCKER_HOST's or NoDockerHost (a socket
 // that does not exist), and the kubeconfig points at a stand-in on
@@ -274,6 +277,11 @@ func (h *Harness) Run(hook sdk.Hook, opts ...Option) (*sdk.Result, error) {
 		call.Cluster = c
 	}
 
+	// As marina does, the hook sees only what the capabilities the plugin
+	// declares unlock.
+	desc := h.Describe()
+	call = call.Granted(desc)
+
 	ctx, cancel := context.WithTimeout(o.ctx, h.timeout(hook, o.timeout))
 	defer cancel()
 
@@ -297,6 +305,9 @@ func (h *Harness) Run(hook sdk.Hook, opts ...Option) (*sdk.Result, error) {
 	h.setProgress(progress)
 	if err != nil {
 		return nil, toPluginError(string(hook), err)
+	}
+	if bad := res.UndeclaredChanges(desc); len(bad) > 0 {
+		return res, &PluginError{Op: string(hook), Code: codes.PermissionDenied, Message: "marina would fail this hook and apply none of its host changes: " + strings.Join(bad, "; ")}
 	}
 	return res, nil
 }
@@ -417,6 +428,9 @@ var (
 	ErrNotImplemented = errors.New("the plugin does not implement this hook")
 	// ErrPanicked: the plugin panicked; the message carries the panic value and stack.
 	ErrPanicked = errors.New("the plugin panicked")
+	// ErrUndeclaredCapability: the hook asked for a host change whose
+	// capability the plugin does not declare (marina fails such a hook).
+	ErrUndeclaredCapability = errors.New("the hook needs a capability the plugin does not declare")
 )
 
 // PluginError is a failure the host received from the plugin.
@@ -452,6 +466,8 @@ func (e *PluginError) Unwrap() error {
 		return ErrNotImplemented
 	case e.Code == codes.Internal && strings.Contains(e.Message, " panicked in "):
 		return ErrPanicked
+	case e.Code == codes.PermissionDenied:
+		return ErrUndeclaredCapability
 	}
 	return nil
 }

@@ -306,7 +306,7 @@ type recorder struct {
 }
 
 func (*recorder) Info() sdk.Info {
-	return sdk.Info{Name: "recorder", Version: "1.0.0", Timeouts: map[sdk.Hook]time.Duration{sdk.PostCluster: 3 * time.Minute}}
+	return sdk.Info{Name: "recorder", Version: "1.0.0", Capabilities: []string{sdk.CapDocker, sdk.CapKubeconfig}, Timeouts: map[sdk.Hook]time.Duration{sdk.PostCluster: 3 * time.Minute}}
 }
 func (r *recorder) record(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
 	r.mu.Lock()

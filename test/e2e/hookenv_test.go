@@ -21,6 +21,7 @@ type hookCall struct {
 	DockerHost  string `json:"dockerHost"`
 	Driver      string `json:"driver"`
 	NetworkName string `json:"networkName"`
+	Kubeconfig  bool   `json:"kubeconfig"`
 }
 
 // TestHookEnv (issue 24): every hook of every command — up, cluster create
@@ -28,8 +29,11 @@ type hookCall struct {
 // Docker host, driver and network in its environment, as a third-party
 // plugin sees them: a real plugin process (testdata/hookrecorder),
 // installed with `marina plugin install`, records every call it gets. The
-// SDK tells plugin authors to connect to req.Env.DockerHost; an empty one
-// falls back to $DOCKER_HOST, which on a Mac is the wrong engine.
+// SDK tells plugin authors to connect to req.Env.DockerHost (an empty one
+// used to fall back to $DOCKER_HOST, which on a Mac is the wrong engine).
+// The recorder declares the docker capability and not kubeconfig (issue
+// 26): install needs --yes for the grant, and no cluster hook of any
+// command hands it a kubeconfig.
 func TestHookEnv(t *testing.T) {
 	paths := standin.Build(t)
 	l := newLab(t, "", "[]", paths.Env())
@@ -39,7 +43,7 @@ func TestHookEnv(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the hookrecorder plugin: %v\n%s", err, out)
 	}
-	l.run(t, time.Minute, "plugin", "install", recorder)
+	l.run(t, time.Minute, "plugin", "install", recorder, "--yes")
 	calls := filepath.Join(l.home, "hook-calls.jsonl")
 	cfg := filepath.Join(l.home, ".marina", "config.yaml")
 	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
@@ -132,7 +136,7 @@ func readHookCalls(t *testing.T, path string) []hookCall {
 func hookCallLines(calls []hookCall) string {
 	var s string
 	for _, c := range calls {
-		s += fmt.Sprintf("  %-16s %-14s dockerHost=%q driver=%q network=%q\n", c.Hook, c.Cluster, c.DockerHost, c.Driver, c.NetworkName)
+		s += fmt.Sprintf("  %-16s %-14s dockerHost=%q driver=%q network=%q kubeconfig=%v\n", c.Hook, c.Cluster, c.DockerHost, c.Driver, c.NetworkName, c.Kubeconfig)
 	}
 	return s
 }

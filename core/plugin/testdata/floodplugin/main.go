@@ -36,7 +36,7 @@ const floodLine = "\x1b]0;pwned\x07\x1b[31mflood\x1b[0m line \x1b[1A\x1b[2K%08d 
 type flood struct{}
 
 func (flood) Info() sdk.Info {
-	return sdk.Info{Name: "flood", Version: "1.0.0", Description: "sends hostile output", Config: &Config{}, Outputs: []string{"small", "big"}}
+	return sdk.Info{Name: "flood", Version: "1.0.0", Description: "sends hostile output", Config: &Config{}, Outputs: []string{"small", "big"}, Capabilities: []string{sdk.CapHostResolver}}
 }
 
 func (flood) PostUp(_ context.Context, req *sdk.Request) (*sdk.Result, error) {

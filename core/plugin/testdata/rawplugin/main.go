@@ -4,6 +4,8 @@
 //
 //	-proto 2      serves only protocol major 2 (the handshake fails)
 //	-minor 9      serves major 1 but describes itself as protocol 1.9
+//	-caps gpu     describes itself with these capabilities (comma-separated),
+//	              which a newer SDK might know
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -31,6 +34,7 @@ func (plug) PostUp(context.Context, *sdk.Request) (*sdk.Result, error) {
 type minorServer struct {
 	*sdk.Server
 	protocol string
+	caps     []string
 }
 
 func (m minorServer) Describe(ctx context.Context, r *pb.DescribeRequest) (*pb.Description, error) {
@@ -39,6 +43,7 @@ func (m minorServer) Describe(ctx context.Context, r *pb.DescribeRequest) (*pb.D
 		return nil, err
 	}
 	d.Protocol = m.protocol
+	d.Capabilities = append(d.Capabilities, m.caps...)
 	return d, nil
 }
 
@@ -59,6 +64,7 @@ func (grpcPlugin) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.Client
 func main() {
 	proto := flag.Int("proto", 1, "protocol major to serve")
 	minor := flag.Int("minor", 0, "protocol minor to describe")
+	caps := flag.String("caps", "", "capabilities to describe, comma-separated")
 	_ = flag.String("marker", "", "marker for the process table")
 	flag.Parse()
 	srv, err := sdk.NewServer(plug{}, sdk.NewLogger(os.Stderr, slog.LevelDebug))
@@ -70,7 +76,7 @@ func main() {
 	hs.ProtocolVersion = uint(*proto)
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  hs,
-		VersionedPlugins: map[int]goplugin.PluginSet{*proto: {sdk.PluginName: grpcPlugin{srv: minorServer{Server: srv, protocol: fmt.Sprintf("%d.%d", *proto, *minor)}}}},
+		VersionedPlugins: map[int]goplugin.PluginSet{*proto: {sdk.PluginName: grpcPlugin{srv: minorServer{Server: srv, protocol: fmt.Sprintf("%d.%d", *proto, *minor), caps: strings.FieldsFunc(*caps, func(r rune) bool { return r == ',' })}}}},
 		GRPCServer:       goplugin.DefaultGRPCServer,
 	})
 }

@@ -9,6 +9,7 @@
 //	-wedge (after the plugin's server stops, block instead of exiting)
 //	-touch FILE (append "NAME started" to FILE when the process starts)
 //	-timeout D (declared default deadline of PostCluster)
+//	-caps "docker,kubeconfig" (declared capabilities)
 //
 // What a hook does comes from the plugin's config (mode, see Config).
 package main
@@ -56,6 +57,13 @@ type Config struct {
 	// FailIfExists makes the hook fail while this file exists (a failure
 	// that does not change the config).
 	FailIfExists string `json:"failIfExists,omitempty"`
+	// Report publishes what the hook was given that capabilities unlock
+	// (outputs dockerHost, kubeconfig, mirrorPassword) and what its
+	// process environment holds (envDocker, envKube).
+	Report bool `json:"report,omitempty"`
+	// Resolver, if set, is the domain of a resolver host change the hook
+	// asks for.
+	Resolver string `json:"resolver,omitempty"`
 }
 
 // Validate checks Replicas.
@@ -76,12 +84,16 @@ var (
 	wedge   = flag.Bool("wedge", false, "never exit after the server stops")
 	touch   = flag.String("touch", "", "file to append \"NAME started\" to when the process starts")
 	timeout = flag.Duration("timeout", 0, "declared default deadline of PostCluster")
+	caps    = flag.String("caps", "", "declared capabilities, comma-separated")
 )
 
 type base struct{}
 
 func (base) Info() sdk.Info {
-	info := sdk.Info{Name: *name, Version: *version, Description: "test plugin", Config: &Config{Mode: "ok"}, Outputs: []string{"chain", "stateDir", "start", "end"}}
+	info := sdk.Info{Name: *name, Version: *version, Description: "test plugin", Config: &Config{Mode: "ok"}, Outputs: []string{"chain", "stateDir", "start", "end", "dockerHost", "kubeconfig", "mirrorPassword", "envDocker", "envKube"}}
+	if *caps != "" {
+		info.Capabilities = strings.Split(*caps, ",")
+	}
 	for _, d := range strings.Split(*deps, ",") {
 		if d == "" {
 			continue
@@ -193,7 +205,22 @@ func run(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
 	outputs["stateDir"] = req.Env.StateDir
 	outputs["start"] = strconv.FormatInt(started.UnixNano(), 10)
 	outputs["end"] = strconv.FormatInt(time.Now().UnixNano(), 10)
-	return &sdk.Result{Outputs: outputs, Steady: cfg.Steady}, nil
+	res := &sdk.Result{Outputs: outputs, Steady: cfg.Steady}
+	if cfg.Report {
+		outputs["dockerHost"] = req.Env.DockerHost
+		for _, m := range req.Env.Mirrors {
+			outputs["mirrorPassword"] += m.Password
+		}
+		if req.Cluster != nil {
+			outputs["kubeconfig"] = string(req.Cluster.Kubeconfig) + req.Cluster.KubeconfigPath
+		}
+		outputs["envDocker"] = os.Getenv("DOCKER_HOST")
+		outputs["envKube"] = os.Getenv("KUBECONFIG")
+	}
+	if cfg.Resolver != "" {
+		res.HostChanges = []sdk.HostChange{{Resolver: &sdk.ResolverChange{Domain: cfg.Resolver, Nameservers: []string{"172.30.255.53"}}, Reason: "test"}}
+	}
+	return res, nil
 }
 
 func appendLine(path, line string) {

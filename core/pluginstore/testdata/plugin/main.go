@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"strings"
 
 	"github.com/bcollard/marina/sdk"
 )
@@ -16,13 +17,31 @@ var (
 	version = "0.0.0"
 	// description is set at link time by tests of what marina shows of it.
 	description = "pluginstore test plugin"
+	// capabilities, comma-separated, are set at link time by tests of
+	// capability grants and limits.
+	capabilities = ""
+	// required, when set at link time, gives the plugin a config with a
+	// required field of that name.
+	required = ""
 )
+
+// requiredConfig is the config of a plugin built with -X main.required=quota.
+type requiredConfig struct {
+	Quota string `json:"quota" marina:"required" doc:"a required field"`
+}
 
 type plugin struct{}
 
 // Info says who the plugin is.
 func (plugin) Info() sdk.Info {
-	return sdk.Info{Name: name, Version: version, Description: description}
+	info := sdk.Info{Name: name, Version: version, Description: description}
+	if capabilities != "" {
+		info.Capabilities = strings.Split(capabilities, ",")
+	}
+	if required == "quota" {
+		info.Config = &requiredConfig{}
+	}
+	return info
 }
 
 // PostCluster does nothing; a plugin must implement at least one hook.

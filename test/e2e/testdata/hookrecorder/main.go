@@ -26,12 +26,16 @@ type Call struct {
 	DockerHost  string `json:"dockerHost"`
 	Driver      string `json:"driver"`
 	NetworkName string `json:"networkName"`
+	// Kubeconfig: the call carried a kubeconfig (the plugin does not
+	// declare the capability: it must never).
+	Kubeconfig bool `json:"kubeconfig"`
 }
 
 type plugin struct{}
 
 func (plugin) Info() sdk.Info {
-	return sdk.Info{Name: "hookrecorder", Version: "1.0.0", Description: "records every hook call and its environment", Config: config{}}
+	return sdk.Info{Name: "hookrecorder", Version: "1.0.0", Description: "records every hook call and its environment", Config: config{},
+		Capabilities: []string{sdk.CapDocker}}
 }
 
 func record(req *sdk.Request) (*sdk.Result, error) {
@@ -45,6 +49,7 @@ func record(req *sdk.Request) (*sdk.Result, error) {
 	call := Call{Hook: string(req.Hook), DockerHost: req.Env.DockerHost, Driver: req.Env.Driver, NetworkName: req.Env.NetworkName}
 	if req.Cluster != nil {
 		call.Cluster = req.Cluster.Name
+		call.Kubeconfig = len(req.Cluster.Kubeconfig) > 0 || req.Cluster.KubeconfigPath != ""
 	}
 	b, err := json.Marshal(call)
 	if err != nil {
