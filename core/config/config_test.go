@@ -468,3 +468,52 @@ func TestSetPluginEnabledKeepsBlockScalars(t *testing.T) {
 		t.Fatalf("after the edit: enabled %v, steps %#v\n%s", after.Config.Plugins["acme"].Enabled, steps(after), b)
 	}
 }
+
+// TestSetPluginEnabledKeepsLayout (issue 26): `plugin enable` and
+// `disable` change the one value (or insert the lines they need) and leave
+// every other line as the user wrote it — flow lists unquoted, four-space
+// indentation, comments — where they used to re-encode the whole file.
+func TestSetPluginEnabledKeepsLayout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(name string, enabled bool, want string) {
+		t.Helper()
+		if err := SetPluginEnabled(path, name, enabled); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(path)
+		if string(got) != want {
+			t.Fatalf("after %s=%v:\n%s\nwant:\n%s", name, enabled, got, want)
+		}
+	}
+	orig := `# my lab
+pluginSources: [oci://registry.example.com/team, oci://registry.example.com/contrib]
+plugins:
+    # the load balancer
+    metallb:
+        enabled: true   # always
+    acme: {enabled: false, version: ^1.2}
+    quota:
+        version: ">=1.0"
+        config: {limits: [1, 2]}
+`
+	write(orig)
+	check("metallb", false, strings.Replace(orig, "enabled: true   # always", "enabled: false   # always", 1))
+	check("acme", true, strings.Replace(strings.Replace(orig, "enabled: true   # always", "enabled: false   # always", 1), "{enabled: false,", "{enabled: true,", 1))
+	before, _ := os.ReadFile(path)
+	check("quota", true, strings.Replace(string(before), "    quota:\n", "    quota:\n        enabled: true\n", 1))
+	before, _ = os.ReadFile(path)
+	check("new", true, strings.Replace(string(before), "plugins:\n", "plugins:\n    new:\n        enabled: true\n", 1))
+
+	noPlugins := "vm:\n  cpus: 4 # four\npluginSources: [oci://r.example.com/x]\n"
+	write(noPlugins)
+	check("acme", true, noPlugins+"plugins:\n  acme:\n    enabled: true\n")
+	noNewline := "vm: {cpus: 4}"
+	write(noNewline)
+	check("acme", false, noNewline+"\nplugins:\n  acme:\n    enabled: false\n")
+}
