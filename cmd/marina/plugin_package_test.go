@@ -206,8 +206,13 @@ func TestPluginPublishInstall(t *testing.T) {
 	if got := rowsFor(listPlugins(t, home), "acme"); len(got) != 2 || got[1].Version != "1.5.0" || got[1].Status != "active" {
 		t.Fatalf("after upgrade: %+v", got)
 	}
+	// One spelling of the source, however each version was installed
+	// (by constraint, by upgrade with a tag): the repository.
+	if got := rowsFor(listPlugins(t, home), "acme"); got[0].Source != ref || got[1].Source != ref {
+		t.Fatalf("sources after install and upgrade: %q, %q; want both %q", got[0].Source, got[1].Source, ref)
+	}
 	lock, err := os.ReadFile(filepath.Join(home, ".marina", "plugins.lock"))
-	if err != nil || !strings.Contains(string(lock), `"version": "1.5.0"`) {
+	if err != nil || !strings.Contains(string(lock), `"version": "1.5.0"`) || !strings.Contains(string(lock), `"source": "`+ref+`"`) {
 		t.Fatalf("lock after upgrade: %v\n%s", err, lock)
 	}
 	if r := marina(t, home, nil, "plugin", "upgrade", "acme"); r.code != 0 || !strings.Contains(r.stdout, "up to date") {

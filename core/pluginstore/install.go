@@ -55,9 +55,9 @@ const (
 	srcOCI
 )
 
-// classifySource decides what src is and returns the form recorded as the
-// install's Source: an absolute path, a URL without credentials, or the
-// oci:// reference as given.
+// classifySource decides what src is and returns the form to fetch: an
+// absolute path, a URL without credentials, or the oci:// reference as
+// given (an install records its repository, RepositoryOf, as Source).
 func classifySource(src string) (sourceKind, string, error) {
 	switch {
 	case strings.TrimSpace(src) == "":
@@ -167,6 +167,13 @@ func (s *Store) Install(ctx context.Context, src string, opts InstallOptions) (*
 	}
 	if err != nil {
 		return nil, err
+	}
+	if kind == srcOCI {
+		// One spelling of an OCI source, however it was installed (by
+		// name, by tag, by digest, by upgrade): the repository. The
+		// version is the install's own; the trust decision and every
+		// listing see the same string.
+		source = RepositoryOf(source)
 	}
 	return s.installBinary(ctx, f, tmp, target, source, constraint, kind == srcHTTPS && want == "", opts.Grant)
 }

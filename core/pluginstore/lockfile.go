@@ -213,7 +213,7 @@ func (s *Store) verify(inst *Installed, lf *LockFile, digest func(string) (strin
 	}
 	m, err := readInstall(s.platformDir(inst.Name, inst.Version, p), inst.Name, inst.Version, p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return newError(ErrNotInstalled, fmt.Sprintf("plugin %s %s (%s) is not installed (anymore); install it with `marina plugin install %s`", inst.Name, inst.Version, inst.Platform, sourceOr(inst.Source)))
+		return newError(ErrNotInstalled, fmt.Sprintf("plugin %s %s (%s) is not installed (anymore); install it with `marina plugin install %s`", inst.Name, inst.Version, inst.Platform, installRef(inst.Source, inst.Version)))
 	}
 	if err != nil {
 		return err
@@ -223,25 +223,43 @@ func (s *Store) verify(inst *Installed, lf *LockFile, digest func(string) (strin
 	}
 	sum, err := digest(m.Path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return newError(ErrModified, fmt.Sprintf("plugin %s %s: binary %s is missing; reinstall it with `marina plugin install %s`", m.Name, m.Version, m.Path, sourceOr(m.Source)))
+		return newError(ErrModified, fmt.Sprintf("plugin %s %s: binary %s is missing; reinstall it with `marina plugin install %s`", m.Name, m.Version, m.Path, installRef(m.Source, m.Version)))
 	}
 	if err != nil {
 		return fmt.Errorf("plugin %s %s: hash binary: %w", m.Name, m.Version, err)
 	}
 	if sum != m.SHA256 {
 		return newError(ErrModified, fmt.Sprintf("plugin %s %s: binary %s was modified after install (sha256 %s, expected %s); reinstall it with `marina plugin install %s`",
-			m.Name, m.Version, m.Path, short(sum), short(m.SHA256), sourceOr(m.Source)))
+			m.Name, m.Version, m.Path, short(sum), short(m.SHA256), installRef(m.Source, m.Version)))
 	}
 	if e, ok := lf.Plugins[m.Name]; ok && e.Version == m.Version {
 		if want, ok := e.SHA256[m.Platform]; ok && want != sum {
 			return newError(ErrLockMismatch, fmt.Sprintf("plugin %s %s: binary %s has sha256 %s, but the lock file %s pins sha256 %s (from %s): it is not the build that was locked; reinstall that build with `marina plugin remove %s@%s` then `marina plugin install %s`",
-				m.Name, m.Version, m.Path, short(sum), s.lockPath, short(want), sourceOr(e.Source), m.Name, m.Version, sourceOr(e.Source)))
+				m.Name, m.Version, m.Path, short(sum), s.lockPath, short(want), sourceOr(e.Source), m.Name, m.Version, installRef(repositoryOrSource(e.Source), e.Version)))
 		}
 	}
 	if err := s.checkTrust(m); err != nil {
 		return err
 	}
 	return s.refuseCapabilities(m.Name+" "+m.Version+" from "+sourceOr(m.Source), m.Description, m.Source)
+}
+
+// repositoryOrSource is src's OCI repository (an older lock file may hold
+// a tag), or src when it is not an OCI reference.
+func repositoryOrSource(src string) string {
+	if r := RepositoryOf(src); r != "" {
+		return r
+	}
+	return src
+}
+
+// installRef is what `marina plugin install` takes to install version of
+// the plugin from src again: an OCI repository gets the version's tag.
+func installRef(src, version string) string {
+	if RepositoryOf(src) != "" && version != "" {
+		return src + ":" + version
+	}
+	return sourceOr(src)
 }
 
 func sourceOr(src string) string {
@@ -320,7 +338,7 @@ func (s *Store) verifyInstalls(lf *LockFile, digest func(string) (string, error)
 			Installed: Installed{Name: n, Version: e.Version, Platform: HostPlatform().String(), Source: e.Source},
 			Pinned:    true,
 			Err: newError(ErrNotInstalled, fmt.Sprintf("the lock file %s pins plugin %s %s, which is not installed; install it with `marina plugin install %s`",
-				s.lockPath, n, e.Version, strings.TrimSpace(sourceOr(e.Source)))),
+				s.lockPath, n, e.Version, strings.TrimSpace(installRef(repositoryOrSource(e.Source), e.Version)))),
 		})
 	}
 	return out, listErr

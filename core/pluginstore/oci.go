@@ -130,7 +130,7 @@ func (s *Store) fetchOCI(ctx context.Context, source, tmp string, target Platfor
 	}
 	// The manifest says whether the layer is signed, and by whom: a build
 	// the trust policy refuses is not downloaded.
-	if err := s.refuseUntrusted(label, sig, layer.Digest.String(), source); err != nil {
+	if err := s.refuseUntrusted(label, sig, layer.Digest.String(), RepositoryOf(source)); err != nil {
 		return nil, err
 	}
 	rc, err := repo.Fetch(ctx, layer)

@@ -346,8 +346,8 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if inst.Version != tt.wantVersion || inst.SourceDigest != tt.wantDigest.String() || inst.Source != tt.src || sha(t, inst.Path) != inst.SHA256 {
-				t.Fatalf("installed %+v; want version %s from %s", inst, tt.wantVersion, tt.wantDigest)
+			if inst.Version != tt.wantVersion || inst.SourceDigest != tt.wantDigest.String() || inst.Source != RepositoryOf(tt.src) || sha(t, inst.Path) != inst.SHA256 {
+				t.Fatalf("installed %+v; want version %s from %s, recorded as the repository %s", inst, tt.wantVersion, tt.wantDigest, RepositoryOf(tt.src))
 			}
 			assertNoLeftovers(t, s.Root())
 		})

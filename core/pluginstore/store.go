@@ -205,6 +205,9 @@ func readInstall(dir, name, version string, p Platform) (*Installed, error) {
 			mpath, name, version, p, inst.Name, inst.Version, inst.Platform, dir))
 	}
 	inst.Path = filepath.Join(dir, BinaryPrefix+name)
+	if r := RepositoryOf(inst.Source); r != "" {
+		inst.Source = r // installed by an older marina with the tag in it
+	}
 	return &inst, nil
 }
 
