@@ -377,6 +377,19 @@ func TestPluginSigning(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &found); err != nil || r.code != 0 || len(found) != 1 || found[0].Latest != "1.0.0" {
 		t.Errorf("search under enforce: %d %v %+v\n%s", r.code, err, found, r.stderr)
 	}
+	// upgrade takes the same decision: with acme enabled at ^1, the
+	// unsigned 1.1.0 is not what it installs; 1.0.0 is up to date.
+	policy("enforce")
+	cfg := filepath.Join(home, ".marina", "config.yaml")
+	withPlugin, _ := os.ReadFile(cfg)
+	writeConfigFile(t, home, string(withPlugin)+"plugins:\n  acme:\n    enabled: true\n    version: \"^1\"\n")
+	if r := marina(t, home, nil, "plugin", "upgrade", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "acme 1.0.0: up to date") {
+		t.Errorf("upgrade under enforce with a newer unsigned version: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if got := rowsFor(listPlugins(t, home), "acme"); len(got) != 1 || got[0].Version != "1.0.0" {
+		t.Errorf("after upgrade under enforce: %+v", got)
+	}
+	policy("enforce")
 
 	// Under warn the unsigned build installs, with a warning; back under
 	// enforce, list and verify flag it and a run would refuse it.
