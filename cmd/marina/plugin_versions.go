@@ -49,13 +49,17 @@ manifest per version.`,
 			}
 			fmt.Fprintf(a.out, "%s\n", repo)
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "VERSION\tPROTOCOL\tPLATFORMS\tSIGNATURE\tRUNS HERE")
+			fmt.Fprintln(tw, "VERSION\tPROTOCOL\tPLATFORMS\tSIGNATURE\tCAPABILITIES\tRUNS HERE")
 			for _, v := range vs {
 				runs := "yes"
 				if !v.Runnable {
 					runs = "no (" + v.Why + ")"
 				}
-				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{v.Version, Dash(v.Protocol), Dash(strings.Join(v.Platforms, ",")), Dash(v.Signature), runs}, "\t")))
+				caps := "?" // not said by the publisher
+				if v.Capabilities != nil {
+					caps = Dash(strings.Join(v.Capabilities, ","))
+				}
+				fmt.Fprintln(tw, termsafe.Line(strings.Join([]string{v.Version, Dash(v.Protocol), Dash(strings.Join(v.Platforms, ",")), Dash(v.Signature), caps, runs}, "\t")))
 			}
 			return tw.Flush()
 		},

@@ -33,30 +33,40 @@ func (s *Store) refuseCapabilities(what string, desc *sdk.Description, source st
 	if bad := desc.UnknownCapabilities(); len(bad) > 0 {
 		return newError(ErrProtocol, fmt.Sprintf("plugin %s declares capabilities %s that this marina does not know (or twice): upgrade marina, or use a version of the plugin built with an older SDK", what, strings.Join(bad, ", ")))
 	}
-	for _, l := range s.Trust.Capabilities {
+	l, denied := s.overLimit(desc.Capabilities, source)
+	if l == nil {
+		return nil
+	}
+	allowed := "no capability"
+	if len(l.Allow) > 0 {
+		allowed = "only " + strings.Join(l.Allow, ", ")
+	}
+	scope := "plugins from any source"
+	if len(l.Sources) > 0 {
+		scope = "plugins from " + strings.Join(l.Sources, ", ")
+	}
+	return newError(ErrUntrusted, fmt.Sprintf("plugin %s declares capability %s, but %s allows %s %s: add it to that rule's allow list if you trust this plugin with it, or do not use the plugin",
+		what, strings.Join(denied, ", "), l.Rule, scope, allowed))
+}
+
+// overLimit returns the first limit covering source that caps does not
+// fit, with the capabilities it denies; nil when none.
+func (s *Store) overLimit(caps []string, source string) (*CapabilityLimit, []string) {
+	for i, l := range s.Trust.Capabilities {
 		if !pluginsign.Covers(l.Sources, source) {
 			continue
 		}
 		var denied []string
-		for _, c := range desc.Capabilities {
+		for _, c := range caps {
 			if !slices.Contains(l.Allow, c) {
 				denied = append(denied, c)
 			}
 		}
 		if len(denied) > 0 {
-			allowed := "no capability"
-			if len(l.Allow) > 0 {
-				allowed = "only " + strings.Join(l.Allow, ", ")
-			}
-			scope := "plugins from any source"
-			if len(l.Sources) > 0 {
-				scope = "plugins from " + strings.Join(l.Sources, ", ")
-			}
-			return newError(ErrUntrusted, fmt.Sprintf("plugin %s declares capability %s, but %s allows %s %s: add it to that rule's allow list if you trust this plugin with it, or do not use the plugin",
-				what, strings.Join(denied, ", "), l.Rule, scope, allowed))
+			return &s.Trust.Capabilities[i], denied
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // NewCapabilities returns the capabilities desc declares that no

@@ -3,6 +3,7 @@ package pluginstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"oras.land/oras-go/v2/registry"
 
 	"github.com/bcollard/marina/core/pluginsign"
+	"github.com/bcollard/marina/sdk"
 )
 
 // RemoteVersion is one published version of a plugin in an OCI repository.
@@ -31,10 +33,14 @@ type RemoteVersion struct {
 	// Signature is this machine's build's signature checked against the
 	// keys trusted now: "signed by NAME", "unsigned", "untrusted (...)".
 	Signature string `json:"signature,omitempty"`
+	// Capabilities are those the version declares, from its
+	// dev.marina.plugin.capabilities annotation (absent: not said).
+	Capabilities []string `json:"capabilities,omitempty"`
 	// Runnable: this marina speaks its protocol (or it does not say), it
 	// is published for this machine (or does not say), and the trust
 	// policy lets it install and run (the decision install and every
-	// launch take). Why says why not.
+	// launch take: signature, and pluginTrust.capabilities when the
+	// version says what it declares). Why says why not.
 	Runnable bool   `json:"runnable"`
 	Why      string `json:"why,omitempty"`
 }
@@ -141,7 +147,7 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 			rv.Runnable, rv.Why = false, "no build for "+here
 		}
 		if rv.Runnable && refused != nil {
-			rv.Runnable, rv.Why = false, "refused by pluginTrust: "+rv.Signature
+			rv.Runnable, rv.Why = false, refused.Error()
 		}
 		out = append(out, rv)
 	}
@@ -151,8 +157,9 @@ func (s *Store) Versions(ctx context.Context, source string) ([]RemoteVersion, e
 // annotate fills rv's protocol, description and signature status from a platform
 // manifest: the signature annotation is checked against the layer's digest
 // (in the manifest: nothing is downloaded) and the keys trusted now. It
-// returns the trust policy's refusal of that build (refuseUntrusted, as
-// install takes it from the same manifest), nil when it may run.
+// returns the trust policy's refusal of that build (refuseUntrusted and
+// refuseCapabilities, as install takes them from the same manifest), as
+// the short reason `versions` shows, nil when it may run.
 func (s *Store) annotate(rv *RemoteVersion, man *ocispec.Manifest, source string) error {
 	rv.Protocol = man.Annotations[OCIProtocolAnnotation]
 	rv.Description = man.Annotations[ocispec.AnnotationDescription]
@@ -161,7 +168,7 @@ func (s *Store) annotate(rv *RemoteVersion, man *ocispec.Manifest, source string
 		parsed, err := pluginsign.ParseSignature([]byte(raw))
 		if err != nil {
 			rv.Signature = "invalid (" + err.Error() + ")"
-			return newError(ErrInvalid, fmt.Sprintf("%s: the %s annotation: %v", source, OCISignatureAnnotation, err))
+			return errors.New("refused by pluginTrust: " + rv.Signature)
 		}
 		sig = &parsed
 	}
@@ -169,9 +176,21 @@ func (s *Store) annotate(rv *RemoteVersion, man *ocispec.Manifest, source string
 	if len(man.Layers) == 1 {
 		digest = man.Layers[0].Digest.String()
 	}
-	trust := pluginsign.Check(sig, digest, source, s.Trust.Keys)
+	trust := pluginsign.Check(sig, digest, RepositoryOf(source), s.Trust.Keys)
 	rv.Signature = trust.String()
-	return s.refuse(source, trust)
+	if s.refuse(source, trust) != nil {
+		return errors.New("refused by pluginTrust: " + rv.Signature)
+	}
+	if caps, ok := annotatedCapabilities(man.Annotations); ok {
+		rv.Capabilities = caps
+		if bad := (&sdk.Description{Capabilities: caps}).UnknownCapabilities(); len(bad) > 0 {
+			return errors.New("declares capabilities this marina does not know: " + strings.Join(bad, ", "))
+		}
+		if l, denied := s.overLimit(caps, RepositoryOf(source)); l != nil {
+			return errors.New("refused by " + l.Rule + ": declares " + strings.Join(denied, ", "))
+		}
+	}
+	return nil
 }
 
 // Newest returns the newest runnable version in vs (newest first) that

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -293,6 +294,10 @@ func checkDescription(d *sdk.Description, m *SourceManifest, c *semver.Constrain
 		if len(m.Hooks) > 0 && strings.Join(m.Hooks, ",") != hookNames(d) {
 			return newError(ErrInvalid, fmt.Sprintf("%s in %s lists hooks %s, but plugin %s %s implements %s: fix the manifest or rebuild the binary",
 				SourceManifestFile, source, strings.Join(m.Hooks, ","), d.Name, d.Version, hookNames(d)))
+		}
+		if m.Capabilities != nil && !slices.Equal(*m.Capabilities, d.Capabilities) && !(len(*m.Capabilities) == 0 && len(d.Capabilities) == 0) {
+			return newError(ErrInvalid, fmt.Sprintf("%s in %s lists capabilities [%s], but plugin %s %s declares [%s]: fix the manifest or rebuild the binary",
+				SourceManifestFile, source, strings.Join(*m.Capabilities, ","), d.Name, d.Version, strings.Join(d.Capabilities, ",")))
 		}
 		if m.Protocol != "" && m.Protocol != d.Protocol {
 			return newError(ErrInvalid, fmt.Sprintf("%s in %s says protocol %s, but plugin %s %s speaks protocol %s: fix the manifest",

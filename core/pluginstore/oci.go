@@ -21,6 +21,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/credentials"
 
 	"github.com/bcollard/marina/core/pluginsign"
+	"github.com/bcollard/marina/sdk"
 )
 
 // OCI conventions for plugin artifacts. None is required to install: a
@@ -33,6 +34,11 @@ const (
 	// ("1.0"), so an incompatible plugin is refused before its layer is
 	// downloaded.
 	OCIProtocolAnnotation = "dev.marina.plugin.protocol"
+	// OCICapabilitiesAnnotation on a platform manifest lists the
+	// capabilities the plugin declares, comma-separated ("" for none):
+	// what pluginTrust.capabilities decides on before the layer is
+	// downloaded. Absent: not said (decided after download).
+	OCICapabilitiesAnnotation = "dev.marina.plugin.capabilities"
 	// OCISignatureAnnotation on a platform manifest carries the signature
 	// of its layer (pluginsign.Signature as JSON; `marina plugin publish`
 	// copies it from the archive's .sig).
@@ -128,10 +134,16 @@ func (s *Store) fetchOCI(ctx context.Context, source, tmp string, target Platfor
 		}
 		sig = &parsed
 	}
-	// The manifest says whether the layer is signed, and by whom: a build
-	// the trust policy refuses is not downloaded.
+	// The manifest says whether the layer is signed, and by whom, and
+	// what the plugin declares: a build the trust policy refuses is not
+	// downloaded.
 	if err := s.refuseUntrusted(label, sig, layer.Digest.String(), RepositoryOf(source)); err != nil {
 		return nil, err
+	}
+	if caps, ok := annotatedCapabilities(man.Annotations); ok {
+		if err := s.refuseCapabilities(label, &sdk.Description{Capabilities: caps}, RepositoryOf(source)); err != nil {
+			return nil, err
+		}
 	}
 	rc, err := repo.Fetch(ctx, layer)
 	if err != nil {
@@ -316,4 +328,20 @@ func orNone(list []string) string {
 		return "no platform"
 	}
 	return strings.Join(list, ", ")
+}
+
+// annotatedCapabilities reads the OCICapabilitiesAnnotation of a
+// manifest; ok is false when it is absent.
+func annotatedCapabilities(ann map[string]string) (caps []string, ok bool) {
+	raw, ok := ann[OCICapabilitiesAnnotation]
+	if !ok {
+		return nil, false
+	}
+	caps = []string{}
+	for _, c := range strings.Split(raw, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			caps = append(caps, c)
+		}
+	}
+	return caps, true
 }

@@ -282,6 +282,12 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 	unsigned := newPublisher(t, hostport, "plugins/unsigned")
 	unsignedLayer := unsigned.layer(bins.v120, "marina-plugin-acme")
 	unsigned.manifest("1.0.0", map[string]string{OCIProtocolAnnotation: "1.0"}, unsignedLayer)
+	// plugins/dockery says it declares the docker capability; a limit
+	// allows its source only kubeconfig.
+	dockery := newPublisher(t, hostport, "plugins/dockery")
+	dockeryLayer := dockery.layer(bins.v120, "marina-plugin-acme")
+	dockery.manifest("1.0.0", map[string]string{OCIProtocolAnnotation: "1.0", OCICapabilitiesAnnotation: "kubeconfig,docker"}, dockeryLayer)
+	limits := []CapabilityLimit{{Rule: "pluginTrust.capabilities[0]", Sources: []string{"oci://" + hostport + "/plugins/dock"}, Allow: []string{"kubeconfig"}}}
 	// plugins/elsewhere is published for another platform only.
 	elsewhere := newPublisher(t, hostport, "plugins/elsewhere")
 	elsewhere.index("1.0.0", map[Platform]ocispec.Descriptor{otherPlat: elsewhere.manifest("", nil, elsewhere.layer(bins.other, "marina-plugin-acme"))})
@@ -306,6 +312,8 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 		fragments   []string
 		// enforce: the store's pluginTrust.policy is enforce.
 		enforce bool
+		// limits are the store's pluginTrust.capabilities.
+		limits []CapabilityLimit
 	}{
 		{name: "by tag", src: ref + "/plugins/acme:1.2.0", wantVersion: "1.2.0", wantDigest: m120.Digest},
 		{name: "by digest", src: ref + "/plugins/acme@" + m120.Digest.String(), wantVersion: "1.2.0", wantDigest: m120.Digest},
@@ -322,6 +330,8 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 			kind: ErrProtocol, fragments: []string{"speaks protocol 2.1; this marina speaks protocol 1.0 — it needs a marina release that speaks protocol 2.x"}},
 		{name: "unsigned refused before download under enforce", src: ref + "/plugins/unsigned:1.0.0", enforce: true,
 			kind: ErrUntrusted, fragments: []string{"is unsigned", "pluginTrust.policy is enforce"}},
+		{name: "capability over a limit refused before download", src: ref + "/plugins/dockery:1.0.0", limits: limits,
+			kind: ErrUntrusted, fragments: []string{"declares capability docker, but pluginTrust.capabilities[0] allows plugins from oci://" + hostport + "/plugins/dock only kubeconfig"}},
 		{name: "no build for this platform", src: ref + "/plugins/elsewhere:1.0.0",
 			kind: ErrPlatform, fragments: []string{"has builds for " + otherPlat.String() + ", not for " + host.String()}},
 		{name: "registry serves wrong bytes", src: ref + "/plugins/evil:1.2.0", kind: ErrChecksum, fragments: []string{"the registry sent a layer with sha256"}},
@@ -334,6 +344,7 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)
 			s.Trust.Enforce = tt.enforce
+			s.Trust.Capabilities = tt.limits
 			inst, err := s.Install(testCtx(t), tt.src, tt.opts)
 			if tt.kind != nil {
 				wantErr(t, err, tt.kind, tt.fragments...)
@@ -353,12 +364,24 @@ func testOCIInstall(t *testing.T, hostport string, reg *testRegistry) {
 		})
 	}
 
+	// versions takes the same decision, from the same annotation.
+	s := newStore(t)
+	s.Trust.Capabilities = limits
+	vs, err := s.Versions(testCtx(t), ref+"/plugins/dockery")
+	if err != nil || len(vs) != 1 || vs[0].Runnable || vs[0].Why != "refused by pluginTrust.capabilities[0]: declares docker" ||
+		strings.Join(vs[0].Capabilities, ",") != "kubeconfig,docker" {
+		t.Errorf("versions of a build over a capability limit: %v %+v", err, vs)
+	}
+
 	if reg == nil {
 		return
 	}
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	for _, g := range reg.gets {
+		if strings.HasSuffix(g, "plugins/dockery/blobs/"+dockeryLayer.Digest.String()) {
+			t.Errorf("the layer of a build over a capability limit was downloaded (%s); the manifest should have refused it first", g)
+		}
 		if strings.HasSuffix(g, "/blobs/"+futureLayer.Digest.String()) {
 			t.Errorf("the protocol-2.1 plugin's layer was downloaded (%s); the annotation should have refused it first", g)
 		}

@@ -142,6 +142,9 @@ func (s *Store) Publish(ctx context.Context, o PublishOptions) (*PublishResult, 
 		if pt.manifest.Description != "" {
 			ann[ocispec.AnnotationDescription] = pt.manifest.Description
 		}
+		if pt.manifest.Capabilities != nil {
+			ann[OCICapabilitiesAnnotation] = strings.Join(*pt.manifest.Capabilities, ",")
+		}
 		sig, err := readSignatureFile(pt.path + SignatureSuffix)
 		if err != nil {
 			return nil, err

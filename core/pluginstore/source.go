@@ -54,6 +54,11 @@ type SourceManifest struct {
 	Description  string          `json:"description,omitempty"`
 	Hooks        []string        `json:"hooks,omitempty"`
 	ConfigSchema json.RawMessage `json:"configSchema,omitempty"`
+	// Capabilities, when present (`marina plugin package` writes it, []
+	// for none), must be the capabilities the binary declares; publish
+	// copies it to the OCI manifests, so a build the capability limits
+	// refuse is refused before it is downloaded. nil: not said.
+	Capabilities *[]string `json:"capabilities,omitempty"`
 }
 
 var protocolRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}$`) })
@@ -65,7 +70,7 @@ func parseSourceManifest(data []byte, where string) (*SourceManifest, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, newError(ErrInvalid, fmt.Sprintf("%s is invalid: %v; fields are name, version, protocol, platforms, binary, binaries, sha256, description, hooks, configSchema", where, err))
+		return nil, newError(ErrInvalid, fmt.Sprintf("%s is invalid: %v; fields are name, version, protocol, platforms, binary, binaries, sha256, description, hooks, configSchema, capabilities", where, err))
 	}
 	var problems []string
 	if !nameRE().MatchString(m.Name) {

@@ -251,6 +251,10 @@ func TestInstallDirectoryAndArchive(t *testing.T) {
 			{name: "marina-plugin.json", data: manifest(`,"protocol":"1.7"`)},
 			{name: "marina-plugin-acme", data: bin}},
 			kind: ErrInvalid, fragments: []string{"says protocol 1.7, but plugin acme 1.2.0 speaks protocol 1.0"}},
+		{name: "manifest capabilities disagree", entries: []tarEntry{
+			{name: "marina-plugin.json", data: manifest(`,"capabilities":["docker"]`)},
+			{name: "marina-plugin-acme", data: bin}},
+			kind: ErrInvalid, fragments: []string{"lists capabilities [docker], but plugin acme 1.2.0 declares []"}},
 		{name: "not published for this platform", archive: true, entries: []tarEntry{
 			{name: "marina-plugin.json", data: manifest(`,"platforms":["plan9/amd64"]`)},
 			{name: "marina-plugin-acme", data: bin}},
