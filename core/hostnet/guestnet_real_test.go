@@ -20,8 +20,15 @@ type netns struct {
 
 func newNetns(t *testing.T) *netns {
 	t.Helper()
+	return newNetnsNamed(t, "")
+}
+
+// newNetnsNamed is newNetns for a test that may run beside another's
+// namespace: suffix tells them apart.
+func newNetnsNamed(t *testing.T, suffix string) *netns {
+	t.Helper()
 	requireRoot(t)
-	n := &netns{t: t, name: fmt.Sprintf("marina-hostnet-%d", os.Getpid())}
+	n := &netns{t: t, name: fmt.Sprintf("marina-hostnet-%d%s", os.Getpid(), suffix)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _ = ExecRunner{}.Run(ctx, []string{"ip", "netns", "del", n.name}, nil) // a leftover of a killed run
