@@ -165,4 +165,3 @@ func TestReadRoutesHelper(t *testing.T) {
 	b, _ := json.Marshal(routes)
 	fmt.Printf("ROUTES %s\n", b)
 }
-
