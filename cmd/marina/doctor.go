@@ -25,7 +25,9 @@ func newDoctorCmd(a *app) *cobra.Command {
 		Short:   "Check the lab and say how to fix what is wrong (exit 1 when a check fails)",
 		Long: `Check the lab: the machine and its Docker engine, the bridge network, every service
 container, the local DNS server answering for the zone, each registry mirror answering,
-free disk space and the installed plugins' checksums. Each check is OK, WARN or FAIL,
+this machine's routes over the lab (a VPN's route over network.bridgeCIDR fails: it
+takes the lab's traffic; one over a cluster's service or pod subnet warns), free disk
+space and the installed plugins' checksums. Each check is OK, WARN or FAIL,
 with the command that fixes it.
 
 Exit status: 0 when no check failed (warnings allowed), 1 when one did, 2 when the

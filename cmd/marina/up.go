@@ -53,7 +53,7 @@ func (a *app) runPipeline(ctx context.Context, name string, steps []lifecycle.St
 
 func newUpCmd(a *app) *cobra.Command {
 	var f pipelineFlags
-	var restart bool
+	var restart, allowOverlap bool
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "lab",
@@ -63,8 +63,11 @@ so a second run with nothing to do changes nothing. A plugin whose last PostUp
 left its containers running unchanged, with the same config and inputs, is not
 started again: its recorded result is reused (--reconcile runs every hook).
 
-Steps: start the machine (a Lima VM on macOS; on Linux with vm.driver host, the
-Docker engine of this machine), the shared bridge network, then every enabled
+Steps: check this machine's routes (a route as specific as network.bridgeCIDR or
+more, typically a VPN's, would take the lab's traffic: up stops, naming the route,
+its interface and a free bridgeCIDR, unless --allow-route-overlap; wider routes
+are warnings), start the machine (a Lima VM on macOS; on Linux with vm.driver
+host, the Docker engine of this machine), the shared bridge network, then every enabled
 plugin's PostUp hook (registry mirrors, local DNS, ...), then the host changes
 plugins request (the resolver for the local zone), shown before they are made.
 
@@ -92,6 +95,7 @@ how to apply the change later; --restart restarts it without asking.`,
 				// --dry-run says which plugins would run and which recorded
 				// results would be reused.
 				lb.PlanPlugins = f.dryRun
+				lb.AllowRouteOverlap = allowOverlap
 				var waiting limavm.Resize
 				if ld, ok := lb.Driver.(*limavm.Driver); ok {
 					// Asked before the pipeline, whose live output a question
@@ -102,6 +106,9 @@ how to apply the change later; --restart restarts it without asking.`,
 					}
 				}
 				rep, err := a.runPipeline(cmd.Context(), "up", lb.UpSteps(), f)
+				for _, w := range lb.RouteWarnings() {
+					fmt.Fprintf(a.err, "Warning: %s\n", w)
+				}
 				if err != nil {
 					return err
 				}
@@ -129,6 +136,7 @@ how to apply the change later; --restart restarts it without asking.`,
 		},
 	}
 	f.add(cmd)
+	cmd.Flags().BoolVar(&allowOverlap, "allow-route-overlap", false, "go on while a route of this machine (a VPN's) takes the bridge CIDR's traffic")
 	cmd.Flags().BoolVar(&restart, "restart", false, "restart a running VM without asking, to apply a changed vm.cpus, vm.memory or vm.disk")
 	return cmd
 }

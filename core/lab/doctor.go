@@ -39,10 +39,12 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 	st, err := l.Status(ctx)
 	if err != nil {
 		add(Check{Name: "machine", Status: Fail, Detail: err.Error(), Fix: "marina up"})
+		out = append(out, l.routeChecks(ctx)...)
 		return append(out, runExtra(ctx, opts)...)
 	}
 	m := st.Machine
 	if m.State != vm.Running {
+		out = append(out, l.routeChecks(ctx)...)
 		detail := string(m.State)
 		if m.Detail != "" {
 			detail += ": " + m.Detail
@@ -63,6 +65,14 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 	if st.Route != nil {
 		add(*st.Route)
 	}
+	// The clusters' subnets too, when they can be listed.
+	var clusters []ClusterInfo
+	if c, err := l.ClustersOn(m); err == nil {
+		if infos, err := l.ListClusters(ctx, c); err == nil {
+			clusters = infos
+		}
+	}
+	out = append(out, l.routeChecks(ctx, clusters...)...)
 	if c := l.kubeconfigCheck(m); c != nil {
 		add(*c)
 	}
@@ -124,6 +134,21 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 	}
 	add(diskCheck(opts.StateDir))
 	return append(out, runExtra(ctx, opts)...)
+}
+
+// routeChecks reports the host routes over the lab: the bridge CIDR, and
+// the service and pod subnets of the clusters that exist (when they can
+// be listed).
+func (l *Lab) routeChecks(ctx context.Context, clusters ...ClusterInfo) []Check {
+	slots := map[string]int{}
+	for _, c := range clusters {
+		slots[c.Name] = c.Slot
+	}
+	rep, err := l.RouteOverlaps(ctx, slots)
+	if err != nil {
+		return []Check{{Name: "host routes", Status: Warn, Detail: "not checked: " + err.Error()}}
+	}
+	return rep.Checks(l.Config.Network.BridgeCIDR)
 }
 
 func runExtra(ctx context.Context, opts DoctorOptions) []Check {

@@ -88,8 +88,12 @@ type Lab struct {
 	// its recorded result would be reused or the plugin run (`up
 	// --dry-run`); a real run does not pay for that look.
 	PlanPlugins bool
+	// AllowRouteOverlap lets up go on while a route of this machine
+	// captures the bridge CIDR's traffic (up --allow-route-overlap).
+	AllowRouteOverlap bool
 
-	mu          sync.Mutex
+	mu            sync.Mutex
+	routeWarnings []string
 	status      vm.Status
 	hostChanges []sdk.HostChange
 	netFacts    NetworkFacts
@@ -116,7 +120,7 @@ func Bridge(cfg *config.Config) (docker.NetworkSpec, error) {
 
 // UpSteps returns the `marina up` pipeline.
 func (l *Lab) UpSteps() []lifecycle.Step {
-	steps := []lifecycle.Step{l.stepMachine(), l.stepNetwork()}
+	steps := []lifecycle.Step{l.stepHostRoutes(), l.stepMachine(), l.stepNetwork()}
 	if l.Route != nil {
 		steps = append(steps, l.stepGuestNetwork(), l.stepRoute(), l.stepFollowAddress())
 	}
