@@ -95,6 +95,8 @@ func (a *app) openLab(ctx context.Context, plugins bool) (lb *lab.Lab, l *config
 	}
 	lb.Route = newRoute(a, l.Config, drv)
 	lb.Host = newHostApplier(a, drv)
+	lb.CADir = filepath.Join(dir, "ca")
+	lb.Trust = newHostTrust(a, l.Config)
 	closeLab = func() {}
 	if !plugins {
 		return lb, l, closeLab, nil

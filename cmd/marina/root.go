@@ -118,6 +118,7 @@ Exit status: 0 ok, 1 failure, 2 usage or configuration error, 130 interrupted.`,
 		newConfigCmd(a),
 		newMigrateCmd(a),
 		newSudoersCmd(a),
+		newTrustCmd(a),
 	)
 	return root
 }

@@ -106,7 +106,7 @@ how to apply the change later; --restart restarts it without asking.`,
 					}
 				}
 				rep, err := a.runPipeline(cmd.Context(), "up", lb.UpSteps(), f)
-				for _, w := range lb.RouteWarnings() {
+				for _, w := range lb.Warnings() {
 					fmt.Fprintf(a.err, "Warning: %s\n", w)
 				}
 				if err != nil {

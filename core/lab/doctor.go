@@ -132,6 +132,9 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 	if st.Resolver != nil {
 		add(*st.Resolver)
 	}
+	if l.CADir != "" {
+		add(l.caCheck(ctx, l.Trust))
+	}
 	add(diskCheck(opts.StateDir))
 	return append(out, runExtra(ctx, opts)...)
 }

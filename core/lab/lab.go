@@ -88,12 +88,16 @@ type Lab struct {
 	// its recorded result would be reused or the plugin run (`up
 	// --dry-run`); a real run does not pay for that look.
 	PlanPlugins bool
+	// CADir holds the lab's CA (~/.marina/ca); "" leaves the CA alone.
+	CADir string
+	// Trust checks the host's trust of the lab CA (doctor); nil skips it.
+	Trust *hostnet.HostTrust
 	// AllowRouteOverlap lets up go on while a route of this machine
 	// captures the bridge CIDR's traffic (up --allow-route-overlap).
 	AllowRouteOverlap bool
 
 	mu            sync.Mutex
-	routeWarnings []string
+	warnings []string
 	status      vm.Status
 	hostChanges []sdk.HostChange
 	netFacts    NetworkFacts
@@ -120,7 +124,11 @@ func Bridge(cfg *config.Config) (docker.NetworkSpec, error) {
 
 // UpSteps returns the `marina up` pipeline.
 func (l *Lab) UpSteps() []lifecycle.Step {
-	steps := []lifecycle.Step{l.stepHostRoutes(), l.stepMachine(), l.stepNetwork()}
+	steps := []lifecycle.Step{l.stepHostRoutes()}
+	if l.CADir != "" {
+		steps = append(steps, l.stepLabCA())
+	}
+	steps = append(steps, l.stepMachine(), l.stepNetwork())
 	if l.Route != nil {
 		steps = append(steps, l.stepGuestNetwork(), l.stepRoute(), l.stepFollowAddress())
 	}

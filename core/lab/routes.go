@@ -129,13 +129,13 @@ func (r *RouteReport) Checks(bridge string) []Check {
 // this machine captures the bridge CIDR's traffic (a VPN's, typically),
 // naming the route, its interface and the config change that moves the
 // lab, unless AllowRouteOverlap. Routes that overlap without capturing
-// become warnings (RouteWarnings).
+// become warnings (Warnings).
 func (l *Lab) stepHostRoutes() lifecycle.Step {
 	return lifecycle.NewStep("Check host routes",
 		func(ctx context.Context) ([]lifecycle.Change, error) {
 			rep, err := l.RouteOverlaps(ctx, nil)
 			if err != nil {
-				l.addRouteWarning("the host's routes were not checked for overlaps with the lab: " + err.Error())
+				l.addWarning("the host's routes were not checked for overlaps with the lab: " + err.Error())
 				return nil, nil
 			}
 			var captures []string
@@ -145,7 +145,7 @@ func (l *Lab) stepHostRoutes() lifecycle.Step {
 				case c.Status == Fail && !l.AllowRouteOverlap:
 					captures = append(captures, line)
 				case c.Status != OK:
-					l.addRouteWarning(line)
+					l.addWarning(line)
 				}
 			}
 			if len(captures) > 0 {
@@ -155,16 +155,17 @@ func (l *Lab) stepHostRoutes() lifecycle.Step {
 		}, nil)
 }
 
-func (l *Lab) addRouteWarning(w string) {
+func (l *Lab) addWarning(w string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.routeWarnings = append(l.routeWarnings, w)
+	l.warnings = append(l.warnings, w)
 }
 
-// RouteWarnings are the overlaps up's route check found that do not stop
-// it, for the command to show after the pipeline.
-func (l *Lab) RouteWarnings() []string {
+// Warnings are what up's checks found that does not stop it (routes that
+// overlap without capturing, a CA that no longer covers the lab), for
+// the command to show after the pipeline.
+func (l *Lab) Warnings() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string(nil), l.routeWarnings...)
+	return append([]string(nil), l.warnings...)
 }
