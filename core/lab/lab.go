@@ -96,8 +96,8 @@ type Lab struct {
 	// captures the bridge CIDR's traffic (up --allow-route-overlap).
 	AllowRouteOverlap bool
 
-	mu            sync.Mutex
-	warnings []string
+	mu          sync.Mutex
+	warnings    []string
 	status      vm.Status
 	hostChanges []sdk.HostChange
 	netFacts    NetworkFacts
