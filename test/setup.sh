@@ -43,14 +43,21 @@ docker_engine() {
 
 # Host tools some tests run for real: sudo and visudo (the sudoers drop-in of
 # `marina sudoers`, checked by visudo and matched by sudo -l), iproute2 (ip, for
-# the guest-network tests in network namespaces). Debian's packages, as root.
+# the guest-network and route-overlap tests in network namespaces), util-linux
+# (unshare: the host-trust tests in a private mount namespace), ca-certificates
+# (update-ca-certificates, the trust store those tests change a copy of),
+# openssl and curl (the lab CA's name constraints, checked by other verifiers
+# than Go's). Debian's packages, as root.
 host_tools() {
   local missing=()
   command -v visudo >/dev/null || missing+=(sudo)
   command -v ip >/dev/null || missing+=(iproute2)
   command -v unshare >/dev/null || missing+=(util-linux)
+  [ -x /usr/sbin/update-ca-certificates ] || missing+=(ca-certificates)
+  command -v openssl >/dev/null || missing+=(openssl)
+  command -v curl >/dev/null || missing+=(curl)
   if [ ${#missing[@]} -eq 0 ]; then
-    say "sudo, visudo, ip, unshare present"
+    say "sudo, visudo, ip, unshare, update-ca-certificates, openssl, curl present"
     return
   fi
   [ "$(id -u)" -eq 0 ] || die "missing ${missing[*]}: install them (sudo apt-get install -y ${missing[*]}) or run as root"
@@ -58,7 +65,7 @@ host_tools() {
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
     { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
 }
-step "host tools (sudo, visudo, ip, unshare)" host_tools
+step "host tools (sudo, visudo, ip, unshare, ca-certificates, openssl, curl)" host_tools
 
 if skip MARINA_SKIP_DOCKER; then
   say "MARINA_SKIP_DOCKER=1: no Docker engine and no test images (tests that need them skip)"
