@@ -44,12 +44,12 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 	}
 	m := st.Machine
 	if m.State != vm.Running {
-		out = append(out, l.routeChecks(ctx)...)
 		detail := string(m.State)
 		if m.Detail != "" {
 			detail += ": " + m.Detail
 		}
 		add(Check{Name: "machine", Status: Fail, Detail: detail, Fix: "marina up"})
+		out = append(out, l.routeChecks(ctx)...)
 		add(diskCheck(opts.StateDir))
 		return append(out, runExtra(ctx, opts)...)
 	}
