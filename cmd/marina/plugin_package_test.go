@@ -3,14 +3,20 @@ package main
 import (
 	"archive/tar"
 	"compress/gzip"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bcollard/marina/core/pluginset"
 	"github.com/bcollard/marina/core/pluginstore"
@@ -184,6 +190,10 @@ func TestPluginPublishInstall(t *testing.T) {
 	}
 	if len(vs) != 3 || vs[0].Version != "2.0.0" || vs[2].Version != "1.4.0" || !vs[0].Runnable || vs[0].Protocol != "1.0" {
 		t.Fatalf("versions = %+v", vs)
+	}
+	// What each version declares travels from package to the registry.
+	if strings.Join(vs[1].Capabilities, ",") != "kubeconfig" || vs[2].Capabilities == nil || len(vs[2].Capabilities) != 0 {
+		t.Fatalf("versions' capabilities: 1.5.0 %v, 1.4.0 %#v; want [kubeconfig] and []", vs[1].Capabilities, vs[2].Capabilities)
 	}
 	r = marina(t, home, nil, "plugin", "outdated", "-o", "json")
 	var rows []outdatedRow
@@ -433,4 +443,144 @@ func scaffoldAcme(t *testing.T, home, parent string) string {
 		t.Fatalf("go mod tidy: %v\n%s", err, out)
 	}
 	return dir
+}
+
+// TestPluginPackageProgress: plugin package builds the platforms side by
+// side (--jobs) and shows each build's start and end. On a terminal, a
+// line per finished platform under a live line naming those building;
+// otherwise plain lines ("building linux/arm64 …", "built linux/arm64 in
+// 41s (24.8 MB)"). The archives are listed sorted by platform. A platform
+// that fails to build is named with the compiler's output, and --out is
+// left as it was.
+func TestPluginPackageProgress(t *testing.T) {
+	t.Run("terminal", func(t *testing.T) {
+		t.Setenv("NO_COLOR", "1")
+		var b strings.Builder
+		p := newPackageProgress(&b, true)
+		p.tick = time.Hour // no spinner frame between the events
+		amd, arm := pluginstore.Platform{OS: "linux", Arch: "amd64"}, pluginstore.Platform{OS: "linux", Arch: "arm64"}
+		mac, intel := pluginstore.Platform{OS: "darwin", Arch: "arm64"}, pluginstore.Platform{OS: "darwin", Arch: "amd64"}
+		ev := func(pl pluginstore.Platform, ph pluginstore.PackagePhase, d time.Duration, size int64) pluginstore.PackageEvent {
+			return pluginstore.PackageEvent{Platform: pl, Phase: ph, Total: 4, Elapsed: d, Size: size}
+		}
+		for _, e := range []pluginstore.PackageEvent{
+			ev(amd, pluginstore.PackageBuilding, 0, 0),
+			ev(arm, pluginstore.PackageBuilding, 0, 0),
+			ev(amd, pluginstore.PackageBuilt, 12300*time.Millisecond, 24_800_000),
+			ev(mac, pluginstore.PackageBuilding, 0, 0),
+			ev(arm, pluginstore.PackageFailed, 3100*time.Millisecond, 0),
+			ev(mac, pluginstore.PackageCancelled, 3200*time.Millisecond, 0),
+			ev(intel, pluginstore.PackageNotRun, 0, 0),
+		} {
+			p.handle(e)
+		}
+		p.close()
+		p.close()
+		const erase = "\r\x1b[2K"
+		out := b.String()
+		for _, want := range []string{
+			erase + "⠋ Building linux/amd64 (0/4 done)",
+			erase + "⠋ Building linux/amd64, linux/arm64 (0/4 done)",
+			erase + "✓ Build linux/amd64 (12.3s, 24.8 MB)\n" + erase + "⠋ Building linux/arm64 (1/4 done)",
+			erase + "⠋ Building linux/arm64, darwin/arm64 (1/4 done)",
+			erase + "✗ Build linux/arm64 (3.1s)\n" + erase + "⠋ Building darwin/arm64 (2/4 done)",
+			erase + "✗ Build darwin/arm64 (cancelled after 3.2s)\n",
+			erase + "- Build darwin/amd64 (not run)\n",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("missing %q in\n%q", want, out)
+			}
+		}
+		if strings.Contains(out, "\x1b[3") || !strings.HasSuffix(out, "(not run)\n") {
+			t.Errorf("colours under NO_COLOR, or a live line left after the last build:\n%q", out)
+		}
+	})
+
+	t.Run("plain", func(t *testing.T) {
+		home := t.TempDir()
+		dir := scaffoldAcme(t, home, t.TempDir())
+		// The Go caches of this test run, not a cold pair in the fresh HOME.
+		var env []string
+		for _, name := range []string{"GOCACHE", "GOMODCACHE"} {
+			v, err := exec.Command("go", "env", name).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			env = append(env, name+"="+strings.TrimSpace(string(v)))
+		}
+		other := map[bool]string{true: "amd64", false: "arm64"}[runtime.GOARCH == "arm64"]
+		host, cross := runtime.GOOS+"/"+runtime.GOARCH, "linux/"+other
+		out := filepath.Join(t.TempDir(), "dist")
+
+		if r := marina(t, home, env, "plugin", "package", dir, "--jobs", "0"); r.code != 2 || !strings.Contains(r.stderr, "--jobs 0: give at least 1") {
+			t.Errorf("--jobs 0: exit %d\n%s", r.code, r.stderr)
+		}
+		if r := marina(t, home, env, "plugin", "package", dir, "--progress", "json"); r.code != 2 || !strings.Contains(r.stderr, `--progress "json": use auto`) {
+			t.Errorf("--progress json: exit %d\n%s", r.code, r.stderr)
+		}
+
+		r := marina(t, home, env, "plugin", "package", dir, "--version", "2.0.0", "--platform", cross+","+host, "--jobs", "2", "--out", out)
+		if r.code != 0 {
+			t.Fatalf("plugin package: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+			lines = append(lines, strings.TrimPrefix(l, "plugin package: "))
+		}
+		firstBuilt := len(lines)
+		for _, pl := range []string{host, cross} {
+			building := slices.Index(lines, "building "+pl+" …")
+			built := slices.IndexFunc(lines, regexp.MustCompile(`^built `+regexp.QuoteMeta(pl)+` in ([0-9.]+(ms|s)|[0-9]+m[0-9]+s) \([0-9.]+ MB\)$`).MatchString)
+			if building < 0 || built < building {
+				t.Errorf("%s: no `building` line, or no `built in (MB)` line after it:\n%s", pl, r.stderr)
+			}
+			firstBuilt = min(firstBuilt, built)
+		}
+		// Side by side: both started before either ended.
+		if runtime.NumCPU() >= 2 && (slices.Index(lines, "building "+host+" …") > firstBuilt || slices.Index(lines, "building "+cross+" …") > firstBuilt) {
+			t.Errorf("--jobs 2 built one platform after the other:\n%s", r.stderr)
+		}
+		var listed []string
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 2 && strings.HasSuffix(f[1], ".tar.gz") {
+				listed = append(listed, f[0])
+			}
+		}
+		want := []string{host, cross}
+		slices.Sort(want)
+		if !slices.Equal(listed, want) {
+			t.Errorf("archives listed %v, want %v (sorted by platform):\n%s", listed, want, r.stdout)
+		}
+
+		// One platform does not compile: it is named with the compiler's
+		// output, and the archives of the last run stay as they were.
+		dirDigest := func() map[string]string {
+			t.Helper()
+			entries, err := os.ReadDir(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := map[string]string{}
+			for _, e := range entries {
+				data, err := os.ReadFile(filepath.Join(out, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m[e.Name()] = fmt.Sprintf("%x", sha256.Sum256(data))
+			}
+			return m
+		}
+		before := dirDigest()
+		if err := os.WriteFile(filepath.Join(dir, "broken_"+other+".go"), []byte("package main\n\nvar _ = nosuchIdentifier\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r = marina(t, home, env, "plugin", "package", dir, "--version", "2.0.1", "--platform", host+","+cross, "--jobs", "2", "--out", out)
+		if r.code != 1 || !strings.Contains(r.stderr, "go build for "+cross) || !strings.Contains(r.stderr, "undefined: nosuchIdentifier") ||
+			!strings.Contains(r.stderr, "plugin package: "+cross+" FAILED after ") {
+			t.Errorf("a platform that does not compile: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		if after := dirDigest(); !maps.Equal(before, after) {
+			t.Errorf("--out changed by a failed run:\nbefore %v\nafter  %v", before, after)
+		}
+	})
 }

@@ -34,8 +34,9 @@ type RemoteVersion struct {
 	// keys trusted now: "signed by NAME", "unsigned", "untrusted (...)".
 	Signature string `json:"signature,omitempty"`
 	// Capabilities are those the version declares, from its
-	// dev.marina.plugin.capabilities annotation (absent: not said).
-	Capabilities []string `json:"capabilities,omitempty"`
+	// dev.marina.plugin.capabilities annotation: [] for none, null when
+	// the publisher did not say.
+	Capabilities []string `json:"capabilities"`
 	// Runnable: this marina speaks its protocol (or it does not say), it
 	// is published for this machine (or does not say), and the trust
 	// policy lets it install and run (the decision install and every

@@ -14,8 +14,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
@@ -30,6 +33,15 @@ var DefaultPackagePlatforms = []Platform{
 	{OS: "darwin", Arch: "arm64"}, {OS: "darwin", Arch: "amd64"},
 	{OS: "linux", Arch: "amd64"}, {OS: "linux", Arch: "arm64"},
 }
+
+// DefaultPackageJobs is how many platforms Package builds at once unless
+// told otherwise: half this machine's CPUs, at least 1. go build already
+// compiles the packages of one build in parallel (-p, default one per
+// CPU), so more builds than CPUs only compete; builds side by side fill
+// the stretches where one build cannot use every core (the link, the
+// narrow parts of the package graph) without each compiler getting less
+// than about two cores, or the builds' memory adding up on a small machine.
+func DefaultPackageJobs() int { return max(1, runtime.NumCPU()/2) }
 
 // PackageOptions say what Package builds.
 type PackageOptions struct {
@@ -51,8 +63,88 @@ type PackageOptions struct {
 	SignKey ed25519.PrivateKey
 	// Go is the go command (default "go" from PATH).
 	Go string
-	// Log, if set, receives a line per step.
+	// Jobs is how many platforms are built at once: 0 means
+	// DefaultPackageJobs(); it is cut to runtime.NumCPU() and to the
+	// number of builds.
+	Jobs int
+	// Progress, if set, is told as each build starts and ends. It is
+	// called from the building goroutines, concurrently.
+	Progress func(PackageEvent)
+	// Log, if set and Progress is not, receives the events as plain
+	// lines (PackageEvent.String).
 	Log func(format string, args ...any)
+}
+
+// PackagePhase is where one platform's build is.
+type PackagePhase string
+
+// The phases of a build, as PackageEvent reports them. A build ends with
+// exactly one of built, failed, cancelled (stopped because another build
+// failed, the description was refused, or the context ended) or not-run
+// (never started, for the same reasons).
+const (
+	PackageBuilding  PackagePhase = "building"
+	PackageBuilt     PackagePhase = "built"
+	PackageFailed    PackagePhase = "failed"
+	PackageCancelled PackagePhase = "cancelled"
+	PackageNotRun    PackagePhase = "not-run"
+)
+
+// PackageEvent is one step of one platform's build.
+type PackageEvent struct {
+	Platform Platform
+	Phase    PackagePhase
+	// DescribeOnly: this machine's platform, not among those packaged,
+	// built only to read the plugin's description.
+	DescribeOnly bool
+	// Index is the build's place (1-based, in starting order) among Total.
+	Index, Total int
+	// Elapsed is the build's time so far (built, failed, cancelled).
+	Elapsed time.Duration
+	// Size is the binary's size in bytes (built).
+	Size int64
+}
+
+// Name is the build's name in progress output: the platform, and why it
+// is built when only to describe the plugin.
+func (e PackageEvent) Name() string {
+	if e.DescribeOnly {
+		return e.Platform.String() + " for the plugin's description"
+	}
+	return e.Platform.String()
+}
+
+// String is the event as one plain line: "building linux/arm64 …",
+// "built linux/arm64 in 41s (24.8 MB)", "linux/arm64 FAILED after 3.2s",
+// "linux/arm64 cancelled after 1.1s", "linux/arm64 not built".
+func (e PackageEvent) String() string {
+	switch e.Phase {
+	case PackageBuilding:
+		return "building " + e.Name() + " …"
+	case PackageBuilt:
+		return fmt.Sprintf("built %s in %s (%.1f MB)", e.Name(), FormatElapsed(e.Elapsed), float64(e.Size)/1e6)
+	case PackageFailed:
+		return e.Name() + " FAILED after " + FormatElapsed(e.Elapsed)
+	case PackageCancelled:
+		return e.Name() + " cancelled after " + FormatElapsed(e.Elapsed)
+	case PackageNotRun:
+		return e.Name() + " not built"
+	}
+	return e.Name() + " " + string(e.Phase)
+}
+
+// FormatElapsed renders a build's time compactly: 850ms, 41.3s, 4m32s.
+func FormatElapsed(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+		fallthrough
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Round(100*time.Millisecond).Seconds(), 'f', -1, 64) + "s"
+	}
+	return d.Round(time.Second).String()
 }
 
 // PackageArtifact is one archive Package wrote.
@@ -72,9 +164,19 @@ type PackageArtifact struct {
 type PackageResult struct {
 	Name, Version, Protocol string
 	Hooks                   []string
-	Artifacts               []PackageArtifact
+	// Artifacts are sorted by platform.
+	Artifacts []PackageArtifact
 	// Sums is the SHA256SUMS file written beside the archives.
 	Sums string
+}
+
+// packageBuild is one go build of a Package run, and what came of it.
+type packageBuild struct {
+	p            Platform
+	describeOnly bool
+	bin          string // the binary, in the staging directory
+	binSum       string
+	archive, sum string // the archive, in the staging directory, and its sha256
 }
 
 // Package builds a plugin's distributable: for each platform a static
@@ -82,9 +184,17 @@ type PackageResult struct {
 // marina-plugin-NAME_VERSION_OS_ARCH.tar.gz holding it and a
 // marina-plugin.json (name, version, protocol, the platform, the binary's
 // sha256, hooks, description, config schema), which `marina plugin
-// install` reads and checks; plus SHA256SUMS of the archives. The host
-// build is launched once (Describe) to read what the manifest says. Nothing
-// is written to Out unless every platform built.
+// install` reads and checks; plus SHA256SUMS of the archives.
+//
+// The platforms are built concurrently, o.Jobs at once, this machine's
+// first: as soon as it is built it is launched once (Describe) to read
+// what the manifests say. The first build that fails (or a description
+// that is refused) cancels the others and is the error, with the
+// compiler's output. Everything is built and archived in a staging
+// directory; nothing is written to Out unless every platform built, and
+// then the archives, signatures and SHA256SUMS are copied beside their
+// places under temporary names and renamed into place only once all are
+// written.
 func Package(ctx context.Context, o PackageOptions) (*PackageResult, error) {
 	if o.Describe == nil {
 		return nil, errors.New("package: no Describer configured (it launches the plugin once to read its description)")
@@ -105,18 +215,12 @@ func Package(ctx context.Context, o PackageOptions) (*PackageResult, error) {
 	if len(platforms) == 0 {
 		platforms = DefaultPackagePlatforms
 	}
-	seen := map[Platform]bool{}
-	var uniq []Platform
-	for _, p := range platforms {
-		if !seen[p] {
-			seen[p] = true
-			uniq = append(uniq, p)
+	progress := o.Progress
+	if progress == nil {
+		progress = func(PackageEvent) {}
+		if o.Log != nil {
+			progress = func(e PackageEvent) { o.Log("%s", e) }
 		}
-	}
-	platforms = uniq
-	log := o.Log
-	if log == nil {
-		log = func(string, ...any) {}
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -130,33 +234,219 @@ func Package(ctx context.Context, o PackageOptions) (*PackageResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(stage)
-
-	build := func(p Platform, out string) error {
-		ldflags := "-s -w"
-		if o.Version != "" {
-			ldflags += " -X main.version=" + o.Version
-		}
-		cmd := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-ldflags", ldflags, "-o", out, ".")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go build for %s in %s: %v\n%s", p, dir, err, strings.TrimSpace(stderr.String()))
-		}
-		log("built %s (%s)", p, time.Since(start).Round(100*time.Millisecond))
-		return nil
-	}
-
-	// The host build describes the plugin.
-	host := HostPlatform()
-	hostBin := filepath.Join(stage, "host", "plugin")
-	if err := build(host, hostBin); err != nil {
+	// The go command's work directories go here too (GOTMPDIR): a build
+	// cancelled midway leaves its work directory behind, and this one goes.
+	gotmp := filepath.Join(stage, "gotmp")
+	if err := os.Mkdir(gotmp, 0o700); err != nil {
 		return nil, err
 	}
+
+	// This machine's platform first: its binary describes the plugin.
+	host := HostPlatform()
+	builds := []*packageBuild{{p: host, describeOnly: !slices.Contains(platforms, host)}}
+	for _, p := range platforms {
+		if !slices.ContainsFunc(builds, func(b *packageBuild) bool { return b.p == p }) {
+			builds = append(builds, &packageBuild{p: p})
+		}
+	}
+	for _, b := range builds {
+		b.bin = filepath.Join(stage, b.p.OS+"_"+b.p.Arch, "plugin")
+	}
+	jobs := o.Jobs
+	if jobs <= 0 {
+		jobs = DefaultPackageJobs()
+	}
+	jobs = min(jobs, runtime.NumCPU(), len(builds))
+
+	var desc *sdk.Description // set by the host's build, read once all returned
+	event := func(i int, phase PackagePhase) PackageEvent {
+		return PackageEvent{Platform: builds[i].p, DescribeOnly: builds[i].describeOnly, Index: i + 1, Total: len(builds), Phase: phase}
+	}
+	starting := func(i int) { progress(event(i, PackageBuilding)) }
+	started, err := runBounded(ctx, jobs, len(builds), starting, func(ctx context.Context, i int) error {
+		b := builds[i]
+		ev := event(i, PackageBuilding)
+		start := time.Now()
+		err := goBuild(ctx, goCmd, dir, gotmp, b.p, o.Version, b.bin)
+		ev.Elapsed = time.Since(start)
+		if err == nil {
+			var st os.FileInfo
+			if st, err = os.Stat(b.bin); err == nil {
+				ev.Size = st.Size()
+			}
+		}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			ev.Phase = PackageCancelled
+			progress(ev)
+			return fmt.Errorf("go build for %s stopped: %w", b.p, context.Cause(ctx))
+		case err != nil:
+			ev.Phase = PackageFailed
+			progress(ev)
+			return err
+		}
+		ev.Phase = PackageBuilt
+		progress(ev)
+		if b.p != host {
+			return nil
+		}
+		d, err := describe(ctx, o.Describe, b.bin, dir, o.Version)
+		desc = d
+		return err
+	})
+	for i := started; i < len(builds); i++ {
+		progress(event(i, PackageNotRun))
+	}
+	if err != nil {
+		return nil, err
+	}
+	hooks := hookList(desc)
+	res := &PackageResult{Name: desc.Name, Version: desc.Version, Protocol: desc.Protocol, Hooks: hooks}
+	binName := BinaryPrefix + desc.Name
+
+	// Every platform built: an archive each, in the staging directory.
+	var outs []*packageBuild
+	for _, b := range builds {
+		if !b.describeOnly {
+			outs = append(outs, b)
+		}
+	}
+	slices.SortFunc(outs, func(a, b *packageBuild) int { return strings.Compare(a.p.String(), b.p.String()) })
+	if _, err := runBounded(ctx, jobs, len(outs), nil, func(_ context.Context, i int) error {
+		b := outs[i]
+		var err error
+		if b.binSum, err = hashFile(b.bin); err != nil {
+			return err
+		}
+		caps := append([]string{}, desc.Capabilities...) // [] for none: the manifest says so
+		m := SourceManifest{
+			Name: desc.Name, Version: desc.Version, Protocol: desc.Protocol,
+			Platforms: []string{b.p.String()}, Binary: binName,
+			SHA256:      map[string]string{b.p.String(): b.binSum},
+			Description: desc.Description, Hooks: hooks, ConfigSchema: desc.ConfigSchema,
+			Capabilities: &caps,
+		}
+		manifest, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return err
+		}
+		b.archive = filepath.Join(stage, fmt.Sprintf("%s_%s_%s_%s.tar.gz", binName, desc.Version, b.p.OS, b.p.Arch))
+		if err := writeArchive(b.archive, append(manifest, '\n'), b.bin, binName); err != nil {
+			return err
+		}
+		b.sum, err = hashFile(b.archive)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("plugin package stopped before writing %s: %w", o.Out, context.Cause(ctx))
+	}
+
+	// Into Out: every file is first written beside its place under a
+	// temporary name; only when all are written are they renamed into
+	// place, SHA256SUMS last. A failure before that removes the temporary
+	// files and leaves Out as it was.
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	var (
+		pending []string // temporary files not renamed yet
+		stale   []string // signatures of an earlier build, which would not match
+		sums    strings.Builder
+	)
+	defer func() {
+		for _, tmp := range pending {
+			os.Remove(tmp)
+		}
+	}()
+	place := func(dst string, write func(io.Writer) error) error {
+		tmp := dst + ".tmp"
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		pending = append(pending, tmp)
+		if err := write(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	for _, b := range outs {
+		dst := filepath.Join(o.Out, filepath.Base(b.archive))
+		if err := place(dst, func(w io.Writer) error { return copyInto(w, b.archive) }); err != nil {
+			return nil, err
+		}
+		st, err := os.Stat(b.archive)
+		if err != nil {
+			return nil, err
+		}
+		art := PackageArtifact{Platform: b.p.String(), Path: dst, SHA256: b.sum, BinarySHA256: b.binSum, Size: st.Size()}
+		if o.SignKey != nil {
+			art.Signature = dst + SignatureSuffix
+			sig := pluginsign.Sign(o.SignKey, "sha256:"+b.sum)
+			if err := place(art.Signature, func(w io.Writer) error {
+				_, err := w.Write(append(sig.Marshal(), '\n'))
+				return err
+			}); err != nil {
+				return nil, err
+			}
+		} else {
+			stale = append(stale, dst+SignatureSuffix)
+		}
+		res.Artifacts = append(res.Artifacts, art)
+		fmt.Fprintf(&sums, "%s  %s\n", b.sum, filepath.Base(b.archive))
+	}
+	res.Sums = filepath.Join(o.Out, "SHA256SUMS")
+	if err := place(res.Sums, func(w io.Writer) error {
+		_, err := io.WriteString(w, sums.String())
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	for len(pending) > 0 {
+		tmp := pending[0]
+		if err := os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp")); err != nil {
+			return nil, err
+		}
+		pending = pending[1:]
+	}
+	for _, sig := range stale {
+		if err := os.Remove(sig); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// goBuild builds the plugin in dir for p into out, as a release is built:
+// CGO_ENABLED=0, -trimpath, -ldflags "-s -w" (and -X main.version=VERSION
+// when version is set). The error carries the compiler's output.
+func goBuild(ctx context.Context, goCmd, dir, gotmp string, p Platform, version, out string) error {
+	ldflags := "-s -w"
+	if version != "" {
+		ldflags += " -X main.version=" + version
+	}
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-ldflags", ldflags, "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch, "GOTMPDIR="+gotmp)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	// Cancelled, the go command is killed; a compiler it started may run
+	// on for a moment, holding stderr: Wait gives it this long to finish.
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build for %s in %s: %v\n%s", p, dir, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// describe launches the host build once, reads its description and checks
+// it (and that it reports version, when set).
+func describe(ctx context.Context, d Describer, bin, dir, version string) (*sdk.Description, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	desc, err := o.Describe(dctx, hostBin)
+	desc, err := d(dctx, bin)
 	cancel()
 	if err != nil {
 		return nil, wrapError(ErrNotPlugin, fmt.Sprintf("the plugin built from %s did not describe itself: %v; is its main package calling sdk.Serve?", dir, err), err)
@@ -164,93 +454,53 @@ func Package(ctx context.Context, o PackageOptions) (*PackageResult, error) {
 	if err := checkDescription(desc, nil, nil, dir); err != nil {
 		return nil, err
 	}
-	if o.Version != "" && desc.Version != o.Version {
-		return nil, newError(ErrInvalid, fmt.Sprintf("built with -X main.version=%s, plugin %s reports version %s: its sdk.Info Version must be the package variable version (the scaffold's `var version`)", o.Version, desc.Name, desc.Version))
+	if version != "" && desc.Version != version {
+		return nil, newError(ErrInvalid, fmt.Sprintf("built with -X main.version=%s, plugin %s reports version %s: its sdk.Info Version must be the package variable version (the scaffold's `var version`)", version, desc.Name, desc.Version))
 	}
-	hooks := hookList(desc)
-	res := &PackageResult{Name: desc.Name, Version: desc.Version, Protocol: desc.Protocol, Hooks: hooks}
-	binName := BinaryPrefix + desc.Name
+	return desc, nil
+}
 
-	type built struct {
-		p        Platform
-		archive  string
-		sum, bin string
-	}
-	var outs []built
-	for _, p := range platforms {
-		bin := filepath.Join(stage, p.OS+"_"+p.Arch, binName)
-		if p == host {
-			if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-				return nil, err
+// runBounded calls fn(ctx, i) for each i in [0, n), each in a goroutine of
+// its own, at most jobs at once, starting them in order (starting, if set,
+// is called with i just before, in the caller's goroutine, so in order).
+// The first error cancels the context the others were given (its cause is
+// that error), no further call starts, and once the running calls have
+// returned it is returned. started is how many calls started: the indices
+// from started on never ran.
+func runBounded(ctx context.Context, jobs, n int, starting func(int), fn func(context.Context, int) error) (started int, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+		slots = make(chan struct{}, max(jobs, 1))
+	)
+	for started < n {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		i := started
+		started++
+		if starting != nil {
+			starting(i)
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := fn(ctx, i); err != nil {
+				once.Do(func() { first = err; cancel(err) })
 			}
-			if err := os.Rename(hostBin, bin); err != nil {
-				return nil, err
-			}
-			hostBin = bin
-		} else if err := build(p, bin); err != nil {
-			return nil, err
-		}
-		binSum, err := hashFile(bin)
-		if err != nil {
-			return nil, err
-		}
-		m := SourceManifest{
-			Name: desc.Name, Version: desc.Version, Protocol: desc.Protocol,
-			Platforms: []string{p.String()}, Binary: binName,
-			SHA256:      map[string]string{p.String(): binSum},
-			Description: desc.Description, Hooks: hooks, ConfigSchema: desc.ConfigSchema,
-		}
-		manifest, err := json.MarshalIndent(m, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		archive := filepath.Join(stage, fmt.Sprintf("%s_%s_%s_%s.tar.gz", binName, desc.Version, p.OS, p.Arch))
-		if err := writeArchive(archive, append(manifest, '\n'), bin, binName); err != nil {
-			return nil, err
-		}
-		sum, err := hashFile(archive)
-		if err != nil {
-			return nil, err
-		}
-		outs = append(outs, built{p: p, archive: archive, sum: sum, bin: binSum})
+		})
 	}
-
-	// Every platform built: move the archives into Out, then SHA256SUMS.
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, err
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = context.Cause(ctx) // cancelled from outside before a call failed
 	}
-	var sums strings.Builder
-	sort.Slice(outs, func(i, j int) bool { return outs[i].p.String() < outs[j].p.String() })
-	for _, b := range outs {
-		dst := filepath.Join(o.Out, filepath.Base(b.archive))
-		if err := copyFile(b.archive, dst); err != nil {
-			return nil, err
-		}
-		st, err := os.Stat(dst)
-		if err != nil {
-			return nil, err
-		}
-		art := PackageArtifact{Platform: b.p.String(), Path: dst, SHA256: b.sum, BinarySHA256: b.bin, Size: st.Size()}
-		if o.SignKey != nil {
-			art.Signature = dst + SignatureSuffix
-			sig := pluginsign.Sign(o.SignKey, "sha256:"+b.sum)
-			if err := os.WriteFile(art.Signature, append(sig.Marshal(), '\n'), 0o644); err != nil {
-				return nil, err
-			}
-		} else if err := os.Remove(dst + SignatureSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err // a stale signature of an earlier build would not match
-		}
-		res.Artifacts = append(res.Artifacts, art)
-		fmt.Fprintf(&sums, "%s  %s\n", b.sum, filepath.Base(b.archive))
-	}
-	res.Sums = filepath.Join(o.Out, "SHA256SUMS")
-	if err := os.WriteFile(res.Sums+".tmp", []byte(sums.String()), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(res.Sums+".tmp", res.Sums); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return started, first
 }
 
 // writeArchive writes a .tar.gz with marina-plugin.json and the binary,
@@ -294,28 +544,15 @@ func writeArchive(path string, manifest []byte, bin, binName string) error {
 	return f.Close()
 }
 
-// copyFile copies src to dst through a temporary file renamed into place.
-func copyFile(src, dst string) error {
+// copyInto copies the file src to w.
+func copyInto(w io.Writer, src string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := out.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, dst)
+	_, err = io.Copy(w, in)
+	return err
 }
 
 // hookList is d's hooks as strings (for callers outside this package).
