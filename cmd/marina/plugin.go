@@ -642,7 +642,7 @@ func newPluginNewCmd(a *app) *cobra.Command {
 		Short: "Create a new plugin project that builds, tests and installs out of the box",
 		Long: `Write a Go module for a new plugin in ./marina-plugin-NAME (or --dir): main.go, a
 plugin with a PostCluster hook and a config struct, a test using the SDK's harness, a
-Makefile (build, test, install) and a README. Then: cd marina-plugin-NAME && go mod tidy &&
+Makefile (build: the release build; test, install, package) and a README. Then: cd marina-plugin-NAME && go mod tidy &&
 make test install.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {

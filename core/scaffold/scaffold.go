@@ -42,8 +42,20 @@ type Options struct {
 	// (github.com/bcollard/marina/sdk) to require, a release such as v0.3.0.
 	SDKVersion string
 	// SDKPath, if set, builds against the SDK of a local marina checkout (a
-	// replace directive to its sdk/ directory).
+	// replace directive to its sdk/ directory: relative to Dir when the two
+	// share a directory below the root, absolute otherwise).
 	SDKPath string
+}
+
+// data is what the templates see: the options, and the path the go.mod's
+// replace directive gives (when SDKPath is set).
+type data struct {
+	Options
+	// SDKReplace is the SDK's directory as go.mod's replace gives it: a
+	// ./ or ../ path from the plugin's directory, or absolute.
+	SDKReplace string
+	// SDKReplaceRelative says SDKReplace is relative.
+	SDKReplaceRelative bool
 }
 
 var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`) })
@@ -104,10 +116,14 @@ func Write(o Options) ([]string, error) {
 		"Makefile.tmpl":       "Makefile",
 		"README.md.tmpl":      "README.md",
 	}
+	d := data{Options: o}
+	if o.SDKPath != "" {
+		d.SDKReplace, d.SDKReplaceRelative = replacePath(o.Dir, o.SDKPath)
+	}
 	// Render everything first: nothing is written if a template fails.
 	rendered := map[string][]byte{}
 	for src, dst := range files {
-		out, err := render(src, o)
+		out, err := render(src, d)
 		if err != nil {
 			return nil, fmt.Errorf("rendering %s: %w", dst, err)
 		}
@@ -126,6 +142,42 @@ func Write(o Options) ([]string, error) {
 	return written, nil
 }
 
+// replacePath is the path from the plugin's directory dir to the SDK's
+// directory sdk (absolute) for go.mod's replace directive: relative
+// (./x or ../x, with slashes) when the two share a directory below the
+// filesystem's root, so the plugin builds wherever it and the checkout are
+// cloned side by side, or move together; absolute otherwise (a path that
+// climbs to the root is no more portable, and it breaks where a directory
+// on the way is a symbolic link, as /tmp and /var are on macOS).
+func replacePath(dir, sdk string) (string, bool) {
+	abs, err := filepath.Abs(dir)
+	if err != nil || !shareParent(abs, sdk) {
+		return sdk, false
+	}
+	rel, err := filepath.Rel(abs, sdk)
+	if err != nil {
+		return sdk, false
+	}
+	rel = filepath.ToSlash(rel)
+	if rel != ".." && !strings.HasPrefix(rel, "../") {
+		rel = "./" + rel // go.mod reads a path without ./ or ../ as a module path
+	}
+	return rel, true
+}
+
+// shareParent reports whether the absolute paths a and b are on the same
+// volume and have the same first directory below its root.
+func shareParent(a, b string) bool {
+	first := func(p string) string {
+		p = strings.TrimLeft(p[len(filepath.VolumeName(p)):], string(filepath.Separator))
+		if i := strings.IndexRune(p, filepath.Separator); i >= 0 {
+			return p[:i]
+		}
+		return p
+	}
+	return filepath.VolumeName(a) == filepath.VolumeName(b) && first(a) != "" && first(a) == first(b)
+}
+
 // funcs quote user input for the language of the file it lands in: every
 // string value in Go source goes through quote, every path in go.mod through
 // modpath. Nothing the user types is pasted into code unquoted.
@@ -137,13 +189,13 @@ var funcs = template.FuncMap{
 // render executes one template; Go files must parse and are gofmt'ed, and
 // go.mod must parse, so a scaffold that would not build is an error here
 // rather than a surprise in the user's `go build`.
-func render(src string, o Options) ([]byte, error) {
+func render(src string, d data) ([]byte, error) {
 	t, err := template.New(src).Funcs(funcs).ParseFS(templates, "template/"+src)
 	if err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
-	if err := t.Execute(&b, o); err != nil {
+	if err := t.Execute(&b, d); err != nil {
 		return nil, err
 	}
 	switch {

@@ -1,17 +1,25 @@
 package scaffold
 
 import (
+	"context"
+	"crypto/sha256"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/modfile"
+
+	"github.com/bcollard/marina/core/pluginstore"
+	"github.com/bcollard/marina/sdk"
 )
 
 func TestWriteRefusesBadInput(t *testing.T) {
@@ -154,7 +162,178 @@ func TestScaffoldQuotesUserInput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("generated go.mod does not parse: %v\n%s", err, data)
 	}
-	if mf.Module.Mod.Path != module || len(mf.Replace) != 1 || mf.Replace[0].Old.Path != "github.com/bcollard/marina/sdk" || mf.Replace[0].New.Path != filepath.Join(repo, "sdk") {
+	// Relative or absolute depending on where the temporary directory is
+	// (TestScaffoldReplaceIsRelative covers which).
+	wantReplace, _ := replacePath(dir, filepath.Join(repo, "sdk"))
+	if mf.Module.Mod.Path != module || len(mf.Replace) != 1 || mf.Replace[0].Old.Path != "github.com/bcollard/marina/sdk" || mf.Replace[0].New.Path != wantReplace {
 		t.Fatalf("go.mod: module %q, replace %+v\n%s", mf.Module.Mod.Path, mf.Replace, data)
+	}
+}
+
+// TestScaffoldReplaceIsRelative: against a local checkout, go.mod's
+// replace gives the SDK relative to the plugin's directory when the two
+// share a directory below the root (absolute otherwise), and go.mod and
+// the README say what it is for and to remove it before publishing. A
+// scaffold of a released SDK has no replace and no such section.
+func TestScaffoldReplaceIsRelative(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the cases are Unix paths")
+	}
+	for _, c := range []struct {
+		dir, sdk, want string
+		relative       bool
+	}{
+		{"/home/u/plugins/acme", "/home/u/src/marina/sdk", "../../src/marina/sdk", true},
+		{"/home/u/acme", "/home/u/acme/third_party/marina/sdk", "./third_party/marina/sdk", true},
+		{"/home/u/marina/acme", "/home/u/marina", "..", true},
+		{"/tmp/acme", "/Users/u/marina/sdk", "/Users/u/marina/sdk", false},
+		{"/acme", "/marina/sdk", "/marina/sdk", false},
+	} {
+		if got, rel := replacePath(c.dir, c.sdk); got != c.want || rel != c.relative {
+			t.Errorf("replacePath(%s, %s) = %q, %v; want %q, %v", c.dir, c.sdk, got, rel, c.want, c.relative)
+		}
+	}
+
+	// A checkout and a plugin side by side, the plugin written through a
+	// relative --dir.
+	parent := t.TempDir()
+	checkout := filepath.Join(parent, "src", "marina")
+	if err := os.MkdirAll(filepath.Join(checkout, "sdk"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(checkout, "sdk", "go.mod"), []byte("module github.com/bcollard/marina/sdk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(parent)
+	if _, err := Write(Options{Name: "acme", Dir: filepath.Join("plugins", "acme"), SDKPath: checkout}); err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(parent, "plugins", "acme", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.Parse("go.mod", gomod, nil)
+	if err != nil {
+		t.Fatalf("go.mod does not parse: %v\n%s", err, gomod)
+	}
+	if len(mf.Replace) != 1 || mf.Replace[0].New.Path != "../../src/marina/sdk" {
+		t.Fatalf("go.mod's replace is not ../../src/marina/sdk:\n%s", gomod)
+	}
+	readme, err := os.ReadFile(filepath.Join(parent, "plugins", "acme", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, wants := range map[string][]string{
+		string(gomod):  {"// Development only: build against the SDK of a local marina checkout", "relative to this directory", "Remove it before publishing", "go mod edit -dropreplace=github.com/bcollard/marina/sdk"},
+		string(readme): {"## Before publishing", "points at `../../src/marina/sdk`, relative to this directory", "Remove it before you publish", "go mod edit -dropreplace=github.com/bcollard/marina/sdk\ngo get github.com/bcollard/marina/sdk@vX.Y.Z"},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(file, want) {
+				t.Errorf("missing %q in\n%s", want, file)
+			}
+		}
+	}
+
+	// A released SDK: nothing to remove, nothing said.
+	dir := filepath.Join(parent, "released")
+	if _, err := Write(Options{Name: "acme", Dir: dir, SDKVersion: "v0.3.0"}); err != nil {
+		t.Fatal(err)
+	}
+	gomod, _ = os.ReadFile(filepath.Join(dir, "go.mod"))
+	readme, _ = os.ReadFile(filepath.Join(dir, "README.md"))
+	if strings.Contains(string(gomod), "replace") || strings.Contains(string(readme), "Before publishing") {
+		t.Errorf("a scaffold of a released SDK speaks of a replace:\n%s\n%s", gomod, readme)
+	}
+}
+
+// goIn runs the go command in dir, as a plugin author would.
+func goIn(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// TestScaffoldBuildsWhereverTheCheckoutGoes: a plugin scaffolded beside a
+// marina checkout builds after both move elsewhere together (the replace
+// is relative; an absolute one named the old place).
+func TestScaffoldBuildsWhereverTheCheckoutGoes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Go module (run without -short)")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	here := filepath.Join(tmp, "here")
+	if err := os.Mkdir(here, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(repo, filepath.Join(here, "marina")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(Options{Name: "acme", Dir: filepath.Join(here, "plugins", "acme"), SDKPath: filepath.Join(here, "marina")}); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(tmp, "elsewhere")
+	if err := os.Rename(here, elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(elsewhere, "plugins", "acme")
+	goIn(t, dir, "mod", "tidy")
+	goIn(t, dir, "build", "-o", filepath.Join(t.TempDir(), "marina-plugin-acme"), ".")
+}
+
+// TestScaffoldMakeBuildIsTheReleaseBuild: the scaffold's `make build`
+// builds the very binary `marina plugin package` puts in this machine's
+// archive (the same flags: CGO_ENABLED=0, -trimpath, -s -w, the version).
+func TestScaffoldMakeBuildIsTheReleaseBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Go module (run without -short)")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make in PATH")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "marina-plugin-acme")
+	if _, err := Write(Options{Name: "acme", Dir: dir, SDKPath: repo}); err != nil {
+		t.Fatal(err)
+	}
+	goIn(t, dir, "mod", "tidy")
+	mk := exec.Command("make", "build", "VERSION=1.2.3")
+	mk.Dir = dir
+	mk.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	made, err := os.ReadFile(filepath.Join(dir, "bin", "marina-plugin-acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv("GOFLAGS", "-mod=mod")
+	t.Setenv("GOTOOLCHAIN", "local")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := pluginstore.Package(ctx, pluginstore.PackageOptions{
+		Dir: dir, Out: filepath.Join(tmp, "dist"), Platforms: []pluginstore.Platform{pluginstore.HostPlatform()}, Version: "1.2.3",
+		// The binary is the point here, not its description.
+		Describe: func(context.Context, string) (*sdk.Description, error) {
+			return &sdk.Description{Name: "acme", Version: "1.2.3", Protocol: fmt.Sprintf("%d.%d", sdk.ProtocolMajor, sdk.ProtocolMinor)}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprintf("%x", sha256.Sum256(made)), res.Artifacts[0].BinarySHA256; got != want {
+		t.Fatalf("make build made a binary (%d bytes, sha256 %s) other than the release's (sha256 %s): the Makefile's build flags differ from marina plugin package's", len(made), got, want)
 	}
 }
