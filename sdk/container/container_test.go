@@ -145,8 +145,11 @@ func TestEnsureConverges(t *testing.T) {
 		t.Fatalf("file after recreate = %q", content)
 	}
 
-	spec.Image = "marina-test/does-not-exist:v0"
-	if _, err := c.Ensure(ctx, spec); err == nil || !strings.Contains(err.Error(), "marina-test/does-not-exist:v0") {
+	// A registry on 127.0.0.1 that refuses connections: a missing image
+	// whose pull goes nowhere off this machine (marina-test/... would ask
+	// Docker Hub).
+	spec.Image = "127.0.0.1:1/marina-test/does-not-exist:v0"
+	if _, err := c.Ensure(ctx, spec); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1/marina-test/does-not-exist:v0") {
 		t.Fatalf("Ensure with a missing image: %v, want an error naming the image", err)
 	}
 	if st, err := c.Get(ctx, name); err != nil || st == nil || st.ID != changed.ID || !st.Running {

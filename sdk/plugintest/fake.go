@@ -12,23 +12,22 @@ import (
 // HostVersion is the marina version the fake host reports.
 const HostVersion = "0.0.0-plugintest"
 
-// NoDockerHost is the Docker endpoint of DefaultEnv when DOCKER_HOST is
-// not set: a socket that does not exist, named so that a plugin's "no such
-// file" error says what to do. A test reaches a Docker engine only when
-// it asks for one (DOCKER_HOST, or WithEnv setting DockerHost).
-var NoDockerHost = "unix://" + filepath.Join(os.TempDir(), "plugintest-has-no-docker-set-DOCKER_HOST-or-WithEnv.sock")
+// NoDockerHost is the Docker endpoint of DefaultEnv: a socket that does not
+// exist, named so that a plugin's "no such file" error says what to do. A
+// test reaches a Docker engine only when it asks for one with WithEnv —
+// sdk/dockerfake's in-memory engine, or sdk/dockertest.Host() for the real
+// one — never through $DOCKER_HOST, which on an author's machine may be the
+// engine of their running lab (whose containers a hook would replace).
+var NoDockerHost = "unix://" + filepath.Join(os.TempDir(), "plugintest-has-no-docker-give-one-WithEnv-dockerfake-or-dockertest.sock")
 
 // DefaultEnv returns the environment Run passes by default: a lab as
 // `marina up` makes it with default settings (bridge 172.30.0.0/16, zone
 // demo.internal with its servers at 172.30.255.52/.53), stateDir as the
-// plugin's state directory, and the Docker endpoint DOCKER_HOST names, or
-// NoDockerHost: the harness never points a plugin at the machine's own
-// Docker engine (or a live lab) unless the test says so.
+// plugin's state directory, and NoDockerHost: the harness never points a
+// plugin at a Docker engine (the machine's own, or a live lab's) unless
+// the test says so.
 func DefaultEnv(stateDir string) sdk.Env {
-	docker := os.Getenv("DOCKER_HOST")
-	if docker == "" {
-		docker = NoDockerHost
-	}
+	docker := NoDockerHost
 	return sdk.Env{
 		HostVersion:          HostVersion,
 		VMName:               "marina",

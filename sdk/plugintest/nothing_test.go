@@ -63,7 +63,7 @@ func TestHarnessTalksToNothing(t *testing.T) {
 		t.Errorf("DefaultEnv's DockerHost is the machine's engine: %s", plugintest.DefaultEnv("").DockerHost)
 	}
 	_, err = h.Run(sdk.PostUp)
-	if err == nil || !strings.Contains(err.Error(), "plugintest-has-no-docker-set-DOCKER_HOST-or-WithEnv.sock") {
+	if err == nil || !strings.Contains(err.Error(), "plugintest-has-no-docker-give-one-WithEnv-dockerfake-or-dockertest.sock") {
 		t.Errorf("PostUp against the default Docker endpoint = %v, want a connection error naming the fix", err)
 	}
 }

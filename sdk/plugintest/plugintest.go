@@ -29,8 +29,9 @@
 // no kubeconfig without sdk.CapKubeconfig; see sdk.HookCall.Granted) and
 // fails a hook whose result asks for an undeclared host change. Hooks get DefaultEnv and, for cluster hooks,
 // DefaultCluster; options change them. The harness talks to nothing real by
-// default: the Docker endpoint is DOCKER_HOST's or NoDockerHost (a socket
-// that does not exist), and the kubeconfig points at a stand-in on
+// default: the Docker endpoint is NoDockerHost (a socket that does not
+// exist; $DOCKER_HOST is not used: give the hook sdk/dockerfake's engine or a
+// real one with WithEnv), and the kubeconfig points at a stand-in on
 // 127.0.0.1 that answers every request with an error saying how to give
 // the hook a real API server — never at a live lab's API port.
 package plugintest
