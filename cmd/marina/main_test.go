@@ -51,8 +51,14 @@ type result struct {
 func marina(t *testing.T, home string, env []string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(marinaBin, args...)
-	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, env...)
+	return runCmd(t, cmd)
+}
+
+// runCmd runs cmd (marina, or a command that runs it) and returns its
+// output and exit status; a command that cannot start fails the test.
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

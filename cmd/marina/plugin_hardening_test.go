@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,17 +73,7 @@ func marinaIn(t *testing.T, home, dir string, args ...string) result {
 	cmd := exec.Command(marinaBin, args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{out.String(), errb.String(), code}
+	return runCmd(t, cmd)
 }
 
 // listRows runs `plugin list -o json` and returns its rows and exit status.

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,17 +55,7 @@ func TestRouteOverlap(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, marinaBin}, args...)...)
 		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return result{out.String(), errb.String(), code}
+		return runCmd(t, cmd)
 	}
 
 	r := run("up", "--progress", "plain")
