@@ -5,6 +5,8 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/bcollard/marina/core/config"
+
 	"github.com/spf13/cobra"
 
 	"github.com/bcollard/marina/core/lab"
@@ -104,6 +106,7 @@ func printStatus(w io.Writer, st *lab.Status) {
 	for _, d := range m.Drift {
 		fmt.Fprintf(w, "Drift:    %s\n", d)
 	}
+	printProxy(w, st.Proxy)
 	if m.State != vm.Running {
 		fmt.Fprintln(w, "\nThe machine is not running: run marina up.")
 		return
@@ -141,4 +144,18 @@ func printStatus(w io.Writer, st *lab.Status) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", s.Name, Dash(s.Component), s.State, Dash(s.IP), s.Image)
 	}
 	_ = tw.Flush()
+}
+
+// printProxy says which proxy the lab's traffic out takes, from where.
+func printProxy(w io.Writer, p config.EffectiveProxy) {
+	if !p.Set() {
+		fmt.Fprintln(w, "Proxy:    none (proxy.http/https in the config, or $HTTP_PROXY/$HTTPS_PROXY, set one)")
+		return
+	}
+	for _, x := range []struct{ key, url string }{{"http", p.HTTP}, {"https", p.HTTPS}} {
+		if x.url != "" {
+			fmt.Fprintf(w, "Proxy:    %s via %s (%s)\n", x.key, x.url, p.Sources[x.key])
+		}
+	}
+	fmt.Fprintf(w, "No proxy: %d entries, the lab's included (-o json lists them)\n", len(p.NoProxy))
 }

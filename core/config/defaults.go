@@ -72,6 +72,7 @@ func Default() *Config {
 		Plugins:       plugins,
 		PluginTrust:   PluginTrust{Policy: TrustWarn, Keys: []TrustedKey{}, Capabilities: []CapabilityLimit{}},
 		PluginSources: []string{},
+		Proxy:         Proxy{NoProxy: []string{}},
 		Images: Images{
 			Registry:    DefaultRegistryImage,
 			DNSEtcd:     DefaultDNSEtcdImage,

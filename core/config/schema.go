@@ -27,6 +27,15 @@ type Config struct {
 	// NAME` look for plugins.
 	PluginSources []string `yaml:"pluginSources" doc:"OCI registry namespaces where marina plugin search and plugin install NAME[@CONSTRAINT] look for plugins, e.g. oci://registry.example.com/marina-plugins (each repository under it is a plugin)."`
 	Images        Images   `yaml:"images" doc:"Every container image marina runs; override to use a mirror or a locally built image."`
+	// Proxy is the company's HTTP(S) proxy for the lab's traffic out.
+	Proxy Proxy `yaml:"proxy" doc:"The HTTP(S) proxy the lab's traffic to the outside takes (the VM's Docker engine, the registry mirrors' upstreams, the kind nodes); each key empty: the environment marina runs in, as kind and colima read it."`
+}
+
+// Proxy is the HTTP(S) proxy of a corporate network.
+type Proxy struct {
+	HTTP    string   `yaml:"http" doc:"Proxy URL for plain HTTP, e.g. http://proxy.corp.example:3128; empty: $HTTP_PROXY (or $http_proxy)."`
+	HTTPS   string   `yaml:"https" doc:"Proxy URL for HTTPS; empty: $HTTPS_PROXY (or $https_proxy)."`
+	NoProxy []string `yaml:"noProxy" doc:"Hosts, domains (corp.example covers its subdomains) and CIDRs that bypass the proxy; empty: $NO_PROXY (or $no_proxy). marina always adds everything that is the lab's: localhost, the bridge CIDR, every slot's service and pod subnets, the zone and the mirrors."`
 }
 
 // VM configures the virtual machine.

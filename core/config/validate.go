@@ -195,6 +195,21 @@ func Validate(c *Config) []Problem {
 		}
 	}
 
+	// proxy
+	for _, px := range []struct{ path, url string }{{"proxy.http", c.Proxy.HTTP}, {"proxy.https", c.Proxy.HTTPS}} {
+		if px.url == "" {
+			continue
+		}
+		if !proxyURLValid(px.url) {
+			add(px.path, "%q is not a proxy URL: write http://HOST:PORT (or https://, socks5://), e.g. http://proxy.corp.example:3128", redactURL(px.url))
+		}
+	}
+	for i, n := range c.Proxy.NoProxy {
+		if n = strings.TrimSpace(n); n == "" || strings.ContainsAny(n, " ,/") && !isCIDR(n) {
+			add(fmt.Sprintf("proxy.noProxy[%d]", i), "%q is not a host, a domain or a CIDR: one per list item (no commas), e.g. corp.example or 10.0.0.0/8", n)
+		}
+	}
+
 	// pluginSources
 	for i, src := range c.PluginSources {
 		u, err := url.Parse(src)
@@ -429,4 +444,19 @@ func suggestCapability(name string) string {
 		return " (did you mean " + s + "?)"
 	}
 	return ""
+}
+
+// isCIDR reports whether s is an IP prefix.
+func isCIDR(s string) bool {
+	_, err := netip.ParsePrefix(s)
+	return err == nil
+}
+
+// redactURL hides a URL's password (proxy URLs carry credentials).
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
 }

@@ -78,6 +78,12 @@ type KindProvider struct {
 	// Verbosity is kind's log level: 0 shows status lines, 1 and more show
 	// kind's debug output.
 	Verbosity int
+	// ProxyEnv are the proxy variables (HTTP_PROXY, HTTPS_PROXY,
+	// NO_PROXY and their lower-case twins) the helper runs with instead
+	// of this process's: kind gives them to every node (containerd pulls
+	// through the proxy) and adds the cluster's subnets to NO_PROXY. None:
+	// the nodes get no proxy.
+	ProxyEnv []string
 
 	// started, when set (tests), receives each helper's operation and pid
 	// once it runs.
@@ -204,13 +210,19 @@ func (p *KindProvider) Nodes(ctx context.Context, name string) ([]string, error)
 	return resp.Names, nil
 }
 
-// env is the helper's environment: this process's, with the Docker endpoint
-// and network of p (and nothing of the user's that would override them).
+// env is the helper's environment: this process's, with the Docker endpoint,
+// network and proxy of p (and nothing of the user's that would override
+// them).
 func (p *KindProvider) env() []string {
 	drop := map[string]bool{
 		"KIND_EXPERIMENTAL_DOCKER_NETWORK": true,
 		"KIND_EXPERIMENTAL_PROVIDER":       true, // we always use docker
 		"KIND_CLUSTER_NAME":                true,
+	}
+	// The proxy is the lab's (config, else this environment), with the
+	// lab's own addresses in NO_PROXY: never the user's raw variables.
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"} {
+		drop[k] = true
 	}
 	if p.DockerHost != "" {
 		for _, k := range []string{"DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"} {
@@ -230,7 +242,7 @@ func (p *KindProvider) env() []string {
 	if p.Network != "" && p.Network != "kind" {
 		env = append(env, "KIND_EXPERIMENTAL_DOCKER_NETWORK="+p.Network)
 	}
-	return env
+	return append(env, p.ProxyEnv...)
 }
 
 // run runs one helper and returns its response.

@@ -31,6 +31,8 @@ func TestKindProviderEnv(t *testing.T) {
 	t.Setenv("KIND_EXPERIMENTAL_DOCKER_NETWORK", "user-net")
 	t.Setenv("KIND_EXPERIMENTAL_PROVIDER", "podman")
 	t.Setenv("MARINA_TEST_KEEP", "yes")
+	t.Setenv("https_proxy", "http://user-proxy:3128")
+	t.Setenv("NO_PROXY", "only-the-users.example")
 
 	tests := []struct {
 		name      string
@@ -43,7 +45,12 @@ func TestKindProviderEnv(t *testing.T) {
 			[]string{"DOCKER_CONTEXT", "DOCKER_TLS_VERIFY", "KIND_EXPERIMENTAL_PROVIDER"}},
 		{"the environment's docker, kind's network", KindProvider{Network: "kind"},
 			[]string{"DOCKER_HOST=tcp://user-docker:2376", "DOCKER_CONTEXT=colima", "MARINA_TEST_KEEP=yes"},
-			[]string{"KIND_EXPERIMENTAL_DOCKER_NETWORK", "KIND_EXPERIMENTAL_PROVIDER"}},
+			[]string{"KIND_EXPERIMENTAL_DOCKER_NETWORK", "KIND_EXPERIMENTAL_PROVIDER", "https_proxy", "NO_PROXY"}},
+		// The lab's proxy (issue 25) replaces the user's raw variables: the
+		// nodes get the lab's NO_PROXY, never one without the lab in it.
+		{"the lab's proxy", KindProvider{ProxyEnv: []string{"HTTPS_PROXY=http://p:3128", "https_proxy=http://p:3128", "NO_PROXY=172.30.0.0/16,demo.internal", "no_proxy=172.30.0.0/16,demo.internal"}},
+			[]string{"HTTPS_PROXY=http://p:3128", "https_proxy=http://p:3128", "NO_PROXY=172.30.0.0/16,demo.internal", "no_proxy=172.30.0.0/16,demo.internal"},
+			[]string{"HTTP_PROXY", "http_proxy"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

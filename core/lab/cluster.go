@@ -131,7 +131,7 @@ func (l *Lab) ClustersOn(st vm.Status) (*Clusters, error) {
 		return f(dc)
 	}
 	c := &Clusters{
-		Provider: &kind.KindProvider{Executable: l.KindHelper, DockerHost: st.DockerHost, Network: network},
+		Provider: &kind.KindProvider{Executable: l.KindHelper, DockerHost: st.DockerHost, Network: network, ProxyEnv: l.Config.EffectiveProxy(l.getenv).Env()},
 		Slots: func(ctx context.Context) (slots map[string]int, err error) {
 			err = withDocker(ctx, func(dc *docker.Client) error { slots, err = dc.ClusterSlots(ctx, network); return err })
 			return slots, err

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -92,6 +93,9 @@ type Lab struct {
 	CADir string
 	// Trust checks the host's trust of the lab CA (doctor); nil skips it.
 	Trust *hostnet.HostTrust
+	// Getenv reads the environment marina runs in (the proxy's defaults);
+	// nil is os.Getenv.
+	Getenv func(string) string
 	// AllowRouteOverlap lets up go on while a route of this machine
 	// captures the bridge CIDR's traffic (up --allow-route-overlap).
 	AllowRouteOverlap bool
@@ -101,6 +105,14 @@ type Lab struct {
 	status      vm.Status
 	hostChanges []sdk.HostChange
 	netFacts    NetworkFacts
+}
+
+// getenv is Getenv, or os.Getenv.
+func (l *Lab) getenv(k string) string {
+	if l.Getenv != nil {
+		return l.Getenv(k)
+	}
+	return os.Getenv(k)
 }
 
 // Bridge returns the bridge network's wanted shape.
@@ -491,7 +503,7 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Status{Machine: st, Services: []ServiceStatus{}}
+	out := &Status{Machine: st, Services: []ServiceStatus{}, Proxy: l.Config.EffectiveProxy(l.getenv).Redacted()}
 	spec, err := Bridge(l.Config)
 	if err != nil {
 		return nil, err

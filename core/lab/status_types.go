@@ -1,6 +1,9 @@
 package lab
 
-import "github.com/bcollard/marina/core/vm"
+import (
+	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/vm"
+)
 
 // Status is what `marina status` reports.
 type Status struct {
@@ -11,6 +14,8 @@ type Status struct {
 	Route *Check `json:"route,omitempty"`
 	// Resolver says whether the host sends the zone to the lab's DNS.
 	Resolver *Check `json:"resolver,omitempty"`
+	// Proxy is the effective proxy (passwords hidden) and what bypasses it.
+	Proxy config.EffectiveProxy `json:"proxy"`
 }
 
 // NetworkStatus is the bridge network's state.
