@@ -1,6 +1,9 @@
 package sdk
 
-import "slices"
+import (
+	"net/url"
+	"slices"
+)
 
 // CapabilityDoc says what one capability unlocks.
 type CapabilityDoc struct {
@@ -14,7 +17,7 @@ var KnownCapabilities = []CapabilityDoc{
 	{CapDocker, "the lab's Docker engine (Env.DockerHost): it can run, change and remove any container in the lab"},
 	{CapKubeconfig, "every cluster's admin kubeconfig (Cluster.Kubeconfig): full control of the clusters"},
 	{CapHostResolver, "DNS resolver changes on your machine (/etc/resolver), made by marina with sudo"},
-	{CapRegistryCredentials, "the credentials of the upstream registries the mirrors pull from (Env.Mirrors)"},
+	{CapRegistryCredentials, "the credentials of the upstream registries the mirrors pull from (Env.Mirrors) and of the proxy (Env.Proxy)"},
 }
 
 // CapabilityUnlocks returns what capability name unlocks, and whether this
@@ -57,12 +60,15 @@ func (c HookCall) Granted(d *Description) HookCall {
 	if !d.HasCapability(CapDocker) {
 		c.Env.DockerHost = ""
 	}
-	if !d.HasCapability(CapRegistryCredentials) && len(c.Env.Mirrors) > 0 {
-		ms := slices.Clone(c.Env.Mirrors)
-		for i := range ms {
-			ms[i].Username, ms[i].Password = "", ""
+	if !d.HasCapability(CapRegistryCredentials) {
+		if len(c.Env.Mirrors) > 0 {
+			ms := slices.Clone(c.Env.Mirrors)
+			for i := range ms {
+				ms[i].Username, ms[i].Password = "", ""
+			}
+			c.Env.Mirrors = ms
 		}
-		c.Env.Mirrors = ms
+		c.Env.Proxy.HTTP, c.Env.Proxy.HTTPS = withoutPassword(c.Env.Proxy.HTTP), withoutPassword(c.Env.Proxy.HTTPS)
 	}
 	if !d.HasCapability(CapKubeconfig) && c.Cluster != nil {
 		cl := *c.Cluster
@@ -87,4 +93,18 @@ func (r *Result) UndeclaredChanges(d *Description) []string {
 		}
 	}
 	return out
+}
+
+// withoutPassword is a proxy URL without its password (the user name
+// stays: it says whose proxy account it is).
+func withoutPassword(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, has := u.User.Password(); !has {
+		return s
+	}
+	u.User = url.User(u.User.Username())
+	return u.String()
 }

@@ -49,6 +49,9 @@ func envToPB(e Env) *pb.Env {
 	for _, m := range e.Mirrors {
 		out.Mirrors = append(out.Mirrors, &pb.Mirror{Name: m.Name, Port: int32(m.Port), RemoteUrl: m.RemoteURL, Username: m.Username, Password: m.Password})
 	}
+	if e.Proxy.Set() || len(e.Proxy.NoProxy) > 0 {
+		out.Proxy = &pb.Proxy{Http: e.Proxy.HTTP, Https: e.Proxy.HTTPS, NoProxy: e.Proxy.NoProxy}
+	}
 	return out
 }
 
@@ -65,6 +68,9 @@ func envFromPB(e *pb.Env) Env {
 	}
 	for _, m := range e.GetMirrors() {
 		out.Mirrors = append(out.Mirrors, Mirror{Name: m.GetName(), Port: int(m.GetPort()), RemoteURL: m.GetRemoteUrl(), Username: m.GetUsername(), Password: m.GetPassword()})
+	}
+	if p := e.GetProxy(); p != nil {
+		out.Proxy = Proxy{HTTP: p.GetHttp(), HTTPS: p.GetHttps(), NoProxy: p.GetNoProxy()}
 	}
 	return out
 }

@@ -37,6 +37,7 @@ package sdk
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -92,8 +93,9 @@ const (
 	// file on the user's machine (made by marina, with privileges).
 	CapHostResolver = "host.resolver"
 	// CapRegistryCredentials: the Username and Password of Env.Mirrors, the
-	// credentials of the upstream registries (other plugins see the
-	// mirrors without them).
+	// credentials of the upstream registries, and the password in
+	// Env.Proxy's URLs (other plugins see the mirrors and the proxy
+	// without them).
 	CapRegistryCredentials = "registry.credentials"
 )
 
@@ -228,6 +230,39 @@ type Env struct {
 	// RegistryCacheStorage is "host" or "guest"; RegistryCacheDir the host cache directory.
 	RegistryCacheStorage string
 	RegistryCacheDir     string
+	// Proxy is the HTTP(S) proxy the lab's traffic to the outside takes
+	// (zero: none). A plugin that runs something reaching the outside
+	// (a mirror's upstream, a download) gives it Proxy.Env().
+	Proxy Proxy
+}
+
+// Proxy is a corporate network's HTTP(S) proxy: the config's proxy
+// section, else the environment marina runs in. NoProxy lists what
+// bypasses it, the lab's own addresses included (the bridge CIDR, the
+// slots' subnets, the zone, the mirrors): pass it along whole. The URLs'
+// passwords reach only plugins that declare CapRegistryCredentials.
+type Proxy struct {
+	HTTP    string
+	HTTPS   string
+	NoProxy []string
+}
+
+// Set reports whether a proxy is in use.
+func (p Proxy) Set() bool { return p.HTTP != "" || p.HTTPS != "" }
+
+// Env returns the variables a program behind the proxy reads: HTTP_PROXY,
+// HTTPS_PROXY, NO_PROXY and their lower-case twins; none without a proxy.
+func (p Proxy) Env() []string {
+	if !p.Set() {
+		return nil
+	}
+	var env []string
+	for _, kv := range [][2]string{{"HTTP_PROXY", p.HTTP}, {"HTTPS_PROXY", p.HTTPS}, {"NO_PROXY", strings.Join(p.NoProxy, ",")}} {
+		if kv[1] != "" {
+			env = append(env, kv[0]+"="+kv[1], strings.ToLower(kv[0])+"="+kv[1])
+		}
+	}
+	return env
 }
 
 // DomainResolvers forwards one domain to resolvers.

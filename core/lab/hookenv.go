@@ -8,6 +8,7 @@ package lab
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
 	"strings"
 
@@ -41,6 +42,9 @@ type Runtime struct {
 	// RegistryCacheDir is the host registry cache directory, at the same
 	// path on the user's machine and in the Docker host.
 	RegistryCacheDir string
+	// Getenv reads the environment marina runs in (the proxy's defaults);
+	// nil is os.Getenv.
+	Getenv func(string) string
 }
 
 // Env builds the environment of every hook from cfg (already validated) and rt.
@@ -79,6 +83,13 @@ func HookEnv(cfg *config.Config, rt Runtime) (sdk.Env, error) {
 	}
 	for _, m := range cfg.Registries.Mirrors {
 		env.Mirrors = append(env.Mirrors, sdk.Mirror{Name: m.Name, Port: m.Port, RemoteURL: m.RemoteURL, Username: m.Username, Password: m.Password})
+	}
+	getenv := rt.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if p := cfg.EffectiveProxy(getenv); p.Set() {
+		env.Proxy = sdk.Proxy{HTTP: p.HTTP, HTTPS: p.HTTPS, NoProxy: p.NoProxy}
 	}
 	return env, nil
 }

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/bcollard/marina/core/config"
@@ -67,5 +68,27 @@ func TestEnvOverrides(t *testing.T) {
 	cfg.Network.BridgeCIDR = "172.28.0.0/24"
 	if _, err := HookEnv(cfg, Runtime{}); err == nil {
 		t.Error("a /24 bridge was accepted")
+	}
+}
+
+// TestEnvProxy (issue 25): hooks get the lab's proxy — from the
+// environment marina runs in when the config has none — with the lab's
+// own addresses in NoProxy; no proxy, no Proxy.
+func TestEnvProxy(t *testing.T) {
+	cfg := config.Default()
+	getenv := func(k string) string {
+		return map[string]string{"HTTPS_PROXY": "http://proxy.corp.example:3128", "no_proxy": "corp.example"}[k]
+	}
+	env, err := HookEnv(cfg, Runtime{Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Proxy.HTTPS != "http://proxy.corp.example:3128" || env.Proxy.HTTP != "" || env.Proxy.NoProxy[0] != "corp.example" ||
+		!slices.Contains(env.Proxy.NoProxy, "172.30.0.0/16") || !slices.Contains(env.Proxy.NoProxy, "demo.internal") {
+		t.Errorf("Proxy = %+v", env.Proxy)
+	}
+	env, err = HookEnv(cfg, Runtime{Getenv: func(string) string { return "" }})
+	if err != nil || env.Proxy.Set() || env.Proxy.NoProxy != nil {
+		t.Errorf("without a proxy: %+v %v", env.Proxy, err)
 	}
 }

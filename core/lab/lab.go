@@ -299,6 +299,9 @@ func (l *Lab) Env() (sdk.Env, error) {
 	rt.DockerHost = l.status.DockerHost
 	rt.Driver = l.Driver.Name()
 	l.mu.Unlock()
+	if rt.Getenv == nil {
+		rt.Getenv = l.getenv
+	}
 	return HookEnv(l.Config, rt)
 }
 

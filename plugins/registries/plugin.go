@@ -323,6 +323,10 @@ func mirrorSpec(env sdk.Env, cfg Config, image string, m mirror) (container.Spec
 		Mounts:  []container.Mount{mnt},
 		Files:   []container.File{{Path: configPath, Content: conf, Mode: 0o600}},
 		Restart: "always",
+		// The upstream is reached through the lab's proxy, if any (the
+		// registry reads the standard variables); a changed proxy
+		// changes the spec, so the next up recreates the mirror.
+		Env: env.Proxy.Env(),
 	}
 	if cfg.PublishAddress != "" {
 		spec.Ports = []container.Port{{HostIP: cfg.PublishAddress, HostPort: m.Port, ContainerPort: m.Port}}

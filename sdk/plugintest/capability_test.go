@@ -17,11 +17,11 @@ import (
 type seer struct{ caps []string }
 
 func (s seer) Info() sdk.Info {
-	return sdk.Info{Name: "seer", Version: "1.0.0", Capabilities: s.caps, Outputs: []string{"dockerHost", "kubeconfig", "mirrorPassword", "connect"}}
+	return sdk.Info{Name: "seer", Version: "1.0.0", Capabilities: s.caps, Outputs: []string{"dockerHost", "kubeconfig", "mirrorPassword", "connect", "proxy"}}
 }
 
 func (seer) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
-	out := map[string]string{"dockerHost": req.Env.DockerHost}
+	out := map[string]string{"dockerHost": req.Env.DockerHost, "proxy": req.Env.Proxy.HTTPS}
 	for _, m := range req.Env.Mirrors {
 		out["mirrorPassword"] += m.Password
 	}
@@ -52,6 +52,7 @@ func TestUndeclaredCapabilitiesGetNothing(t *testing.T) {
 	withMirror := plugintest.WithEnv(func(e *sdk.Env) {
 		e.DockerHost = "unix:///nonexistent/docker.sock"
 		e.Mirrors = []sdk.Mirror{{Name: "docker-io", Port: 5000, RemoteURL: "https://registry-1.docker.io", Username: "u", Password: "secret"}}
+		e.Proxy = sdk.Proxy{HTTPS: "http://me:proxysecret@proxy.corp.example:3128", NoProxy: []string{"172.30.0.0/16"}}
 	})
 	kubeconfig := plugintest.WithKubeconfig([]byte("apiVersion: v1\nkind: Config\n"))
 
@@ -62,6 +63,9 @@ func TestUndeclaredCapabilitiesGetNothing(t *testing.T) {
 	}
 	if res.Outputs["dockerHost"] != "" || res.Outputs["mirrorPassword"] != "" {
 		t.Errorf("undeclared: PostUp saw dockerHost %q, mirror password %q; want both withheld", res.Outputs["dockerHost"], res.Outputs["mirrorPassword"])
+	}
+	if res.Outputs["proxy"] != "http://me@proxy.corp.example:3128" {
+		t.Errorf("undeclared: the proxy reads %q; want it without its password", res.Outputs["proxy"])
 	}
 	if !strings.Contains(res.Outputs["connect"], "sdk.CapDocker") {
 		t.Errorf("container.Connect without the capability = %q, want an error naming sdk.CapDocker", res.Outputs["connect"])
@@ -86,7 +90,7 @@ func TestUndeclaredCapabilitiesGetNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outputs["dockerHost"] != "unix:///nonexistent/docker.sock" || res.Outputs["mirrorPassword"] != "secret" {
+	if res.Outputs["dockerHost"] != "unix:///nonexistent/docker.sock" || res.Outputs["mirrorPassword"] != "secret" || res.Outputs["proxy"] != "http://me:proxysecret@proxy.corp.example:3128" {
 		t.Errorf("declared: PostUp saw dockerHost %q, mirror password %q", res.Outputs["dockerHost"], res.Outputs["mirrorPassword"])
 	}
 	res, err = all.Run(sdk.PostCluster, kubeconfig)

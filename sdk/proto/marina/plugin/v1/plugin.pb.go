@@ -592,8 +592,10 @@ type Env struct {
 	RegistryCacheStorage string    `protobuf:"bytes,17,opt,name=registry_cache_storage,json=registryCacheStorage,proto3" json:"registry_cache_storage,omitempty"`
 	// Where the host keeps the registry cache when cache storage is "host".
 	RegistryCacheDir string `protobuf:"bytes,18,opt,name=registry_cache_dir,json=registryCacheDir,proto3" json:"registry_cache_dir,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The HTTP(S) proxy the lab's traffic to the outside takes; unset: none.
+	Proxy         *Proxy `protobuf:"bytes,19,opt,name=proxy,proto3" json:"proxy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Env) Reset() {
@@ -752,6 +754,75 @@ func (x *Env) GetRegistryCacheDir() string {
 	return ""
 }
 
+func (x *Env) GetProxy() *Proxy {
+	if x != nil {
+		return x.Proxy
+	}
+	return nil
+}
+
+// Proxy is a corporate network's HTTP(S) proxy. no_proxy lists what
+// bypasses it, the lab's own addresses included.
+type Proxy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Http          string                 `protobuf:"bytes,1,opt,name=http,proto3" json:"http,omitempty"`
+	Https         string                 `protobuf:"bytes,2,opt,name=https,proto3" json:"https,omitempty"`
+	NoProxy       []string               `protobuf:"bytes,3,rep,name=no_proxy,json=noProxy,proto3" json:"no_proxy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Proxy) Reset() {
+	*x = Proxy{}
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Proxy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Proxy) ProtoMessage() {}
+
+func (x *Proxy) ProtoReflect() protoreflect.Message {
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Proxy.ProtoReflect.Descriptor instead.
+func (*Proxy) Descriptor() ([]byte, []int) {
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Proxy) GetHttp() string {
+	if x != nil {
+		return x.Http
+	}
+	return ""
+}
+
+func (x *Proxy) GetHttps() string {
+	if x != nil {
+		return x.Https
+	}
+	return ""
+}
+
+func (x *Proxy) GetNoProxy() []string {
+	if x != nil {
+		return x.NoProxy
+	}
+	return nil
+}
+
 type DomainResolvers struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Domain        string                 `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
@@ -762,7 +833,7 @@ type DomainResolvers struct {
 
 func (x *DomainResolvers) Reset() {
 	*x = DomainResolvers{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[7]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +845,7 @@ func (x *DomainResolvers) String() string {
 func (*DomainResolvers) ProtoMessage() {}
 
 func (x *DomainResolvers) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[7]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +858,7 @@ func (x *DomainResolvers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainResolvers.ProtoReflect.Descriptor instead.
 func (*DomainResolvers) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DomainResolvers) GetDomain() string {
@@ -817,7 +888,7 @@ type Mirror struct {
 
 func (x *Mirror) Reset() {
 	*x = Mirror{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[8]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +900,7 @@ func (x *Mirror) String() string {
 func (*Mirror) ProtoMessage() {}
 
 func (x *Mirror) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[8]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +913,7 @@ func (x *Mirror) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mirror.ProtoReflect.Descriptor instead.
 func (*Mirror) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Mirror) GetName() string {
@@ -905,7 +976,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[9]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +988,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[9]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1001,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Cluster) GetName() string {
@@ -1034,7 +1105,7 @@ type AddressRange struct {
 
 func (x *AddressRange) Reset() {
 	*x = AddressRange{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[10]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1117,7 @@ func (x *AddressRange) String() string {
 func (*AddressRange) ProtoMessage() {}
 
 func (x *AddressRange) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[10]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1130,7 @@ func (x *AddressRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddressRange.ProtoReflect.Descriptor instead.
 func (*AddressRange) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{10}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AddressRange) GetFirst() string {
@@ -1094,7 +1165,7 @@ type HookRequest struct {
 
 func (x *HookRequest) Reset() {
 	*x = HookRequest{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[11]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1177,7 @@ func (x *HookRequest) String() string {
 func (*HookRequest) ProtoMessage() {}
 
 func (x *HookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[11]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1190,7 @@ func (x *HookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookRequest.ProtoReflect.Descriptor instead.
 func (*HookRequest) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{11}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HookRequest) GetHook() Hook {
@@ -1173,7 +1244,7 @@ type Outputs struct {
 
 func (x *Outputs) Reset() {
 	*x = Outputs{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[12]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1256,7 @@ func (x *Outputs) String() string {
 func (*Outputs) ProtoMessage() {}
 
 func (x *Outputs) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[12]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1269,7 @@ func (x *Outputs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outputs.ProtoReflect.Descriptor instead.
 func (*Outputs) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Outputs) GetValues() map[string]string {
@@ -1221,7 +1292,7 @@ type HookEvent struct {
 
 func (x *HookEvent) Reset() {
 	*x = HookEvent{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[13]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1304,7 @@ func (x *HookEvent) String() string {
 func (*HookEvent) ProtoMessage() {}
 
 func (x *HookEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[13]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1317,7 @@ func (x *HookEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookEvent.ProtoReflect.Descriptor instead.
 func (*HookEvent) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HookEvent) GetEvent() isHookEvent_Event {
@@ -1299,7 +1370,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1382,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1395,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Progress) GetMessage() string {
@@ -1356,7 +1427,7 @@ type HookResult struct {
 
 func (x *HookResult) Reset() {
 	*x = HookResult{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1439,7 @@ func (x *HookResult) String() string {
 func (*HookResult) ProtoMessage() {}
 
 func (x *HookResult) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1452,7 @@ func (x *HookResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookResult.ProtoReflect.Descriptor instead.
 func (*HookResult) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HookResult) GetOutputs() map[string]string {
@@ -1429,7 +1500,7 @@ type Steady struct {
 
 func (x *Steady) Reset() {
 	*x = Steady{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1512,7 @@ func (x *Steady) String() string {
 func (*Steady) ProtoMessage() {}
 
 func (x *Steady) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1525,7 @@ func (x *Steady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Steady.ProtoReflect.Descriptor instead.
 func (*Steady) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Steady) GetContainers() []*SteadyContainer {
@@ -1477,7 +1548,7 @@ type SteadyContainer struct {
 
 func (x *SteadyContainer) Reset() {
 	*x = SteadyContainer{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1560,7 @@ func (x *SteadyContainer) String() string {
 func (*SteadyContainer) ProtoMessage() {}
 
 func (x *SteadyContainer) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1573,7 @@ func (x *SteadyContainer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteadyContainer.ProtoReflect.Descriptor instead.
 func (*SteadyContainer) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SteadyContainer) GetId() string {
@@ -1537,7 +1608,7 @@ type KindContribution struct {
 
 func (x *KindContribution) Reset() {
 	*x = KindContribution{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1620,7 @@ func (x *KindContribution) String() string {
 func (*KindContribution) ProtoMessage() {}
 
 func (x *KindContribution) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1633,7 @@ func (x *KindContribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KindContribution.ProtoReflect.Descriptor instead.
 func (*KindContribution) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KindContribution) GetContainerdConfigPatches() []string {
@@ -1613,7 +1684,7 @@ type NodeFile struct {
 
 func (x *NodeFile) Reset() {
 	*x = NodeFile{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1696,7 @@ func (x *NodeFile) String() string {
 func (*NodeFile) ProtoMessage() {}
 
 func (x *NodeFile) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1709,7 @@ func (x *NodeFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeFile.ProtoReflect.Descriptor instead.
 func (*NodeFile) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeFile) GetPath() string {
@@ -1675,7 +1746,7 @@ type PortMapping struct {
 
 func (x *PortMapping) Reset() {
 	*x = PortMapping{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1758,7 @@ func (x *PortMapping) String() string {
 func (*PortMapping) ProtoMessage() {}
 
 func (x *PortMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1771,7 @@ func (x *PortMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortMapping.ProtoReflect.Descriptor instead.
 func (*PortMapping) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PortMapping) GetContainerPort() int32 {
@@ -1746,7 +1817,7 @@ type HostChange struct {
 
 func (x *HostChange) Reset() {
 	*x = HostChange{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1829,7 @@ func (x *HostChange) String() string {
 func (*HostChange) ProtoMessage() {}
 
 func (x *HostChange) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1842,7 @@ func (x *HostChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostChange.ProtoReflect.Descriptor instead.
 func (*HostChange) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HostChange) GetChange() isHostChange_Change {
@@ -1821,7 +1892,7 @@ type ResolverChange struct {
 
 func (x *ResolverChange) Reset() {
 	*x = ResolverChange{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1904,7 @@ func (x *ResolverChange) String() string {
 func (*ResolverChange) ProtoMessage() {}
 
 func (x *ResolverChange) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1917,7 @@ func (x *ResolverChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolverChange.ProtoReflect.Descriptor instead.
 func (*ResolverChange) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResolverChange) GetDomain() string {
@@ -1917,7 +1988,7 @@ const file_marina_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
-	"\x10SEVERITY_WARNING\x10\x02\"\xfa\x05\n" +
+	"\x10SEVERITY_WARNING\x10\x02\"\xa9\x06\n" +
 	"\x03Env\x12!\n" +
 	"\fhost_version\x18\x01 \x01(\tR\vhostVersion\x12\x17\n" +
 	"\avm_name\x18\x02 \x01(\tR\x06vmName\x12\x16\n" +
@@ -1939,10 +2010,15 @@ const file_marina_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x14custom_dns_resolvers\x18\x0f \x03(\v2!.marina.plugin.v1.DomainResolversR\x12customDnsResolvers\x122\n" +
 	"\amirrors\x18\x10 \x03(\v2\x18.marina.plugin.v1.MirrorR\amirrors\x124\n" +
 	"\x16registry_cache_storage\x18\x11 \x01(\tR\x14registryCacheStorage\x12,\n" +
-	"\x12registry_cache_dir\x18\x12 \x01(\tR\x10registryCacheDir\x1a9\n" +
+	"\x12registry_cache_dir\x18\x12 \x01(\tR\x10registryCacheDir\x12-\n" +
+	"\x05proxy\x18\x13 \x01(\v2\x17.marina.plugin.v1.ProxyR\x05proxy\x1a9\n" +
 	"\vImagesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
+	"\x05Proxy\x12\x12\n" +
+	"\x04http\x18\x01 \x01(\tR\x04http\x12\x14\n" +
+	"\x05https\x18\x02 \x01(\tR\x05https\x12\x19\n" +
+	"\bno_proxy\x18\x03 \x03(\tR\anoProxy\"G\n" +
 	"\x0fDomainResolvers\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1c\n" +
 	"\tresolvers\x18\x02 \x03(\tR\tresolvers\"\x87\x01\n" +
@@ -2073,7 +2149,7 @@ func file_marina_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_marina_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_marina_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_marina_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_marina_plugin_v1_plugin_proto_goTypes = []any{
 	(Hook)(0),                      // 0: marina.plugin.v1.Hook
 	(Diagnostic_Severity)(0),       // 1: marina.plugin.v1.Diagnostic.Severity
@@ -2084,70 +2160,72 @@ var file_marina_plugin_v1_plugin_proto_goTypes = []any{
 	(*ValidateConfigResponse)(nil), // 6: marina.plugin.v1.ValidateConfigResponse
 	(*Diagnostic)(nil),             // 7: marina.plugin.v1.Diagnostic
 	(*Env)(nil),                    // 8: marina.plugin.v1.Env
-	(*DomainResolvers)(nil),        // 9: marina.plugin.v1.DomainResolvers
-	(*Mirror)(nil),                 // 10: marina.plugin.v1.Mirror
-	(*Cluster)(nil),                // 11: marina.plugin.v1.Cluster
-	(*AddressRange)(nil),           // 12: marina.plugin.v1.AddressRange
-	(*HookRequest)(nil),            // 13: marina.plugin.v1.HookRequest
-	(*Outputs)(nil),                // 14: marina.plugin.v1.Outputs
-	(*HookEvent)(nil),              // 15: marina.plugin.v1.HookEvent
-	(*Progress)(nil),               // 16: marina.plugin.v1.Progress
-	(*HookResult)(nil),             // 17: marina.plugin.v1.HookResult
-	(*Steady)(nil),                 // 18: marina.plugin.v1.Steady
-	(*SteadyContainer)(nil),        // 19: marina.plugin.v1.SteadyContainer
-	(*KindContribution)(nil),       // 20: marina.plugin.v1.KindContribution
-	(*NodeFile)(nil),               // 21: marina.plugin.v1.NodeFile
-	(*PortMapping)(nil),            // 22: marina.plugin.v1.PortMapping
-	(*HostChange)(nil),             // 23: marina.plugin.v1.HostChange
-	(*ResolverChange)(nil),         // 24: marina.plugin.v1.ResolverChange
-	nil,                            // 25: marina.plugin.v1.Description.TimeoutsMsEntry
-	nil,                            // 26: marina.plugin.v1.Env.ImagesEntry
-	nil,                            // 27: marina.plugin.v1.Cluster.LabelsEntry
-	nil,                            // 28: marina.plugin.v1.HookRequest.DependencyOutputsEntry
-	nil,                            // 29: marina.plugin.v1.Outputs.ValuesEntry
-	nil,                            // 30: marina.plugin.v1.HookResult.OutputsEntry
-	nil,                            // 31: marina.plugin.v1.KindContribution.NodeLabelsEntry
+	(*Proxy)(nil),                  // 9: marina.plugin.v1.Proxy
+	(*DomainResolvers)(nil),        // 10: marina.plugin.v1.DomainResolvers
+	(*Mirror)(nil),                 // 11: marina.plugin.v1.Mirror
+	(*Cluster)(nil),                // 12: marina.plugin.v1.Cluster
+	(*AddressRange)(nil),           // 13: marina.plugin.v1.AddressRange
+	(*HookRequest)(nil),            // 14: marina.plugin.v1.HookRequest
+	(*Outputs)(nil),                // 15: marina.plugin.v1.Outputs
+	(*HookEvent)(nil),              // 16: marina.plugin.v1.HookEvent
+	(*Progress)(nil),               // 17: marina.plugin.v1.Progress
+	(*HookResult)(nil),             // 18: marina.plugin.v1.HookResult
+	(*Steady)(nil),                 // 19: marina.plugin.v1.Steady
+	(*SteadyContainer)(nil),        // 20: marina.plugin.v1.SteadyContainer
+	(*KindContribution)(nil),       // 21: marina.plugin.v1.KindContribution
+	(*NodeFile)(nil),               // 22: marina.plugin.v1.NodeFile
+	(*PortMapping)(nil),            // 23: marina.plugin.v1.PortMapping
+	(*HostChange)(nil),             // 24: marina.plugin.v1.HostChange
+	(*ResolverChange)(nil),         // 25: marina.plugin.v1.ResolverChange
+	nil,                            // 26: marina.plugin.v1.Description.TimeoutsMsEntry
+	nil,                            // 27: marina.plugin.v1.Env.ImagesEntry
+	nil,                            // 28: marina.plugin.v1.Cluster.LabelsEntry
+	nil,                            // 29: marina.plugin.v1.HookRequest.DependencyOutputsEntry
+	nil,                            // 30: marina.plugin.v1.Outputs.ValuesEntry
+	nil,                            // 31: marina.plugin.v1.HookResult.OutputsEntry
+	nil,                            // 32: marina.plugin.v1.KindContribution.NodeLabelsEntry
 }
 var file_marina_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: marina.plugin.v1.Description.hooks:type_name -> marina.plugin.v1.Hook
 	4,  // 1: marina.plugin.v1.Description.dependencies:type_name -> marina.plugin.v1.Dependency
-	25, // 2: marina.plugin.v1.Description.timeouts_ms:type_name -> marina.plugin.v1.Description.TimeoutsMsEntry
+	26, // 2: marina.plugin.v1.Description.timeouts_ms:type_name -> marina.plugin.v1.Description.TimeoutsMsEntry
 	7,  // 3: marina.plugin.v1.ValidateConfigResponse.diagnostics:type_name -> marina.plugin.v1.Diagnostic
 	1,  // 4: marina.plugin.v1.Diagnostic.severity:type_name -> marina.plugin.v1.Diagnostic.Severity
-	26, // 5: marina.plugin.v1.Env.images:type_name -> marina.plugin.v1.Env.ImagesEntry
-	9,  // 6: marina.plugin.v1.Env.custom_dns_resolvers:type_name -> marina.plugin.v1.DomainResolvers
-	10, // 7: marina.plugin.v1.Env.mirrors:type_name -> marina.plugin.v1.Mirror
-	12, // 8: marina.plugin.v1.Cluster.metallb_pools:type_name -> marina.plugin.v1.AddressRange
-	27, // 9: marina.plugin.v1.Cluster.labels:type_name -> marina.plugin.v1.Cluster.LabelsEntry
-	0,  // 10: marina.plugin.v1.HookRequest.hook:type_name -> marina.plugin.v1.Hook
-	8,  // 11: marina.plugin.v1.HookRequest.env:type_name -> marina.plugin.v1.Env
-	11, // 12: marina.plugin.v1.HookRequest.cluster:type_name -> marina.plugin.v1.Cluster
-	28, // 13: marina.plugin.v1.HookRequest.dependency_outputs:type_name -> marina.plugin.v1.HookRequest.DependencyOutputsEntry
-	29, // 14: marina.plugin.v1.Outputs.values:type_name -> marina.plugin.v1.Outputs.ValuesEntry
-	16, // 15: marina.plugin.v1.HookEvent.progress:type_name -> marina.plugin.v1.Progress
-	17, // 16: marina.plugin.v1.HookEvent.result:type_name -> marina.plugin.v1.HookResult
-	30, // 17: marina.plugin.v1.HookResult.outputs:type_name -> marina.plugin.v1.HookResult.OutputsEntry
-	20, // 18: marina.plugin.v1.HookResult.kind:type_name -> marina.plugin.v1.KindContribution
-	23, // 19: marina.plugin.v1.HookResult.host_changes:type_name -> marina.plugin.v1.HostChange
-	7,  // 20: marina.plugin.v1.HookResult.diagnostics:type_name -> marina.plugin.v1.Diagnostic
-	18, // 21: marina.plugin.v1.HookResult.steady:type_name -> marina.plugin.v1.Steady
-	19, // 22: marina.plugin.v1.Steady.containers:type_name -> marina.plugin.v1.SteadyContainer
-	21, // 23: marina.plugin.v1.KindContribution.node_files:type_name -> marina.plugin.v1.NodeFile
-	31, // 24: marina.plugin.v1.KindContribution.node_labels:type_name -> marina.plugin.v1.KindContribution.NodeLabelsEntry
-	22, // 25: marina.plugin.v1.KindContribution.port_mappings:type_name -> marina.plugin.v1.PortMapping
-	24, // 26: marina.plugin.v1.HostChange.resolver:type_name -> marina.plugin.v1.ResolverChange
-	14, // 27: marina.plugin.v1.HookRequest.DependencyOutputsEntry.value:type_name -> marina.plugin.v1.Outputs
-	2,  // 28: marina.plugin.v1.Plugin.Describe:input_type -> marina.plugin.v1.DescribeRequest
-	5,  // 29: marina.plugin.v1.Plugin.ValidateConfig:input_type -> marina.plugin.v1.ValidateConfigRequest
-	13, // 30: marina.plugin.v1.Plugin.RunHook:input_type -> marina.plugin.v1.HookRequest
-	3,  // 31: marina.plugin.v1.Plugin.Describe:output_type -> marina.plugin.v1.Description
-	6,  // 32: marina.plugin.v1.Plugin.ValidateConfig:output_type -> marina.plugin.v1.ValidateConfigResponse
-	15, // 33: marina.plugin.v1.Plugin.RunHook:output_type -> marina.plugin.v1.HookEvent
-	31, // [31:34] is the sub-list for method output_type
-	28, // [28:31] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	27, // 5: marina.plugin.v1.Env.images:type_name -> marina.plugin.v1.Env.ImagesEntry
+	10, // 6: marina.plugin.v1.Env.custom_dns_resolvers:type_name -> marina.plugin.v1.DomainResolvers
+	11, // 7: marina.plugin.v1.Env.mirrors:type_name -> marina.plugin.v1.Mirror
+	9,  // 8: marina.plugin.v1.Env.proxy:type_name -> marina.plugin.v1.Proxy
+	13, // 9: marina.plugin.v1.Cluster.metallb_pools:type_name -> marina.plugin.v1.AddressRange
+	28, // 10: marina.plugin.v1.Cluster.labels:type_name -> marina.plugin.v1.Cluster.LabelsEntry
+	0,  // 11: marina.plugin.v1.HookRequest.hook:type_name -> marina.plugin.v1.Hook
+	8,  // 12: marina.plugin.v1.HookRequest.env:type_name -> marina.plugin.v1.Env
+	12, // 13: marina.plugin.v1.HookRequest.cluster:type_name -> marina.plugin.v1.Cluster
+	29, // 14: marina.plugin.v1.HookRequest.dependency_outputs:type_name -> marina.plugin.v1.HookRequest.DependencyOutputsEntry
+	30, // 15: marina.plugin.v1.Outputs.values:type_name -> marina.plugin.v1.Outputs.ValuesEntry
+	17, // 16: marina.plugin.v1.HookEvent.progress:type_name -> marina.plugin.v1.Progress
+	18, // 17: marina.plugin.v1.HookEvent.result:type_name -> marina.plugin.v1.HookResult
+	31, // 18: marina.plugin.v1.HookResult.outputs:type_name -> marina.plugin.v1.HookResult.OutputsEntry
+	21, // 19: marina.plugin.v1.HookResult.kind:type_name -> marina.plugin.v1.KindContribution
+	24, // 20: marina.plugin.v1.HookResult.host_changes:type_name -> marina.plugin.v1.HostChange
+	7,  // 21: marina.plugin.v1.HookResult.diagnostics:type_name -> marina.plugin.v1.Diagnostic
+	19, // 22: marina.plugin.v1.HookResult.steady:type_name -> marina.plugin.v1.Steady
+	20, // 23: marina.plugin.v1.Steady.containers:type_name -> marina.plugin.v1.SteadyContainer
+	22, // 24: marina.plugin.v1.KindContribution.node_files:type_name -> marina.plugin.v1.NodeFile
+	32, // 25: marina.plugin.v1.KindContribution.node_labels:type_name -> marina.plugin.v1.KindContribution.NodeLabelsEntry
+	23, // 26: marina.plugin.v1.KindContribution.port_mappings:type_name -> marina.plugin.v1.PortMapping
+	25, // 27: marina.plugin.v1.HostChange.resolver:type_name -> marina.plugin.v1.ResolverChange
+	15, // 28: marina.plugin.v1.HookRequest.DependencyOutputsEntry.value:type_name -> marina.plugin.v1.Outputs
+	2,  // 29: marina.plugin.v1.Plugin.Describe:input_type -> marina.plugin.v1.DescribeRequest
+	5,  // 30: marina.plugin.v1.Plugin.ValidateConfig:input_type -> marina.plugin.v1.ValidateConfigRequest
+	14, // 31: marina.plugin.v1.Plugin.RunHook:input_type -> marina.plugin.v1.HookRequest
+	3,  // 32: marina.plugin.v1.Plugin.Describe:output_type -> marina.plugin.v1.Description
+	6,  // 33: marina.plugin.v1.Plugin.ValidateConfig:output_type -> marina.plugin.v1.ValidateConfigResponse
+	16, // 34: marina.plugin.v1.Plugin.RunHook:output_type -> marina.plugin.v1.HookEvent
+	32, // [32:35] is the sub-list for method output_type
+	29, // [29:32] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_marina_plugin_v1_plugin_proto_init() }
@@ -2155,11 +2233,11 @@ func file_marina_plugin_v1_plugin_proto_init() {
 	if File_marina_plugin_v1_plugin_proto != nil {
 		return
 	}
-	file_marina_plugin_v1_plugin_proto_msgTypes[13].OneofWrappers = []any{
+	file_marina_plugin_v1_plugin_proto_msgTypes[14].OneofWrappers = []any{
 		(*HookEvent_Progress)(nil),
 		(*HookEvent_Result)(nil),
 	}
-	file_marina_plugin_v1_plugin_proto_msgTypes[21].OneofWrappers = []any{
+	file_marina_plugin_v1_plugin_proto_msgTypes[22].OneofWrappers = []any{
 		(*HostChange_Resolver)(nil),
 	}
 	type x struct{}
@@ -2168,7 +2246,7 @@ func file_marina_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_marina_plugin_v1_plugin_proto_rawDesc), len(file_marina_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,61 @@
+package registries_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/bcollard/marina/plugins/registries"
+	"github.com/bcollard/marina/sdk"
+	"github.com/bcollard/marina/sdk/dockerfake"
+	"github.com/bcollard/marina/sdk/plugintest"
+)
+
+// TestMirrorsTakeTheProxy (issue 25): behind a corporate proxy a mirror's
+// container gets the lab's proxy variables (its upstream is reached
+// through the proxy, the lab's own addresses bypass it); a changed proxy
+// recreates it on the next PostUp; without one it gets none. The engine is
+// sdk/dockerfake's.
+func TestMirrorsTakeTheProxy(t *testing.T) {
+	eng := dockerfake.Start(t)
+	h := plugintest.New(t, registries.New())
+	proxy := sdk.Proxy{HTTP: "http://proxy.corp.example:3128", HTTPS: "http://proxy.corp.example:3128", NoProxy: []string{"corp.example", "172.30.0.0/16", "demo.internal"}}
+	env := func(p sdk.Proxy) plugintest.Option {
+		return plugintest.WithEnv(func(e *sdk.Env) {
+			e.DockerHost = eng.Host()
+			e.Mirrors = []sdk.Mirror{{Name: "registry-dockerio", Port: 5030, RemoteURL: "https://registry-1.docker.io"}}
+			e.Proxy = p
+		})
+	}
+	if _, err := h.Run(sdk.PostUp, env(proxy)); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := eng.Container("registry-dockerio")
+	if !ok {
+		t.Fatalf("no mirror container; containers: %+v", eng.Containers())
+	}
+	for _, want := range []string{"HTTPS_PROXY=http://proxy.corp.example:3128", "https_proxy=http://proxy.corp.example:3128", "NO_PROXY=corp.example,172.30.0.0/16,demo.internal"} {
+		if !slices.Contains(c.Env, want) {
+			t.Errorf("mirror env lacks %q: %v", want, c.Env)
+		}
+	}
+
+	moved := proxy
+	moved.HTTPS = "http://proxy2.corp.example:8080"
+	if _, err := h.Run(sdk.PostUp, env(moved)); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := eng.Container("registry-dockerio")
+	if again.ID == c.ID || !slices.Contains(again.Env, "HTTPS_PROXY=http://proxy2.corp.example:8080") {
+		t.Errorf("after the proxy changed: id %s (was %s), env %v; want a new container with the new proxy", again.ID, c.ID, again.Env)
+	}
+
+	if _, err := h.Run(sdk.PostUp, env(sdk.Proxy{})); err != nil {
+		t.Fatal(err)
+	}
+	none, _ := eng.Container("registry-dockerio")
+	for _, kv := range none.Env {
+		if len(kv) > 6 && (kv[:6] == "HTTPS_" || kv[:6] == "https_" || kv[:3] == "NO_") {
+			t.Errorf("without a proxy the mirror still has %s", kv)
+		}
+	}
+}
