@@ -1,8 +1,12 @@
 package lima
 
 import (
+	"os"
+	"strings"
+
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 
+	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/vm/limavm"
 )
 
@@ -16,6 +20,20 @@ func (d *Driver) provisionFor(user string) limavm.Provision {
 		prov.Binaries = append([]limavm.Binary(nil), d.Provision.Binaries...)
 	}
 	prov.SocketUser = user
+	return withProxy(prov, d.cfg)
+}
+
+// proxyEnv reads the environment the proxy's defaults come from (the
+// engine runs with marina's); tests replace it.
+var proxyEnv = os.Getenv
+
+// withProxy gives prov the lab's effective proxy (config, else the
+// environment), if any: apt, the downloads and the VM's Docker engine use
+// it at every boot; none removes it.
+func withProxy(prov limavm.Provision, cfg *config.Config) limavm.Provision {
+	if p := cfg.EffectiveProxy(proxyEnv); p.Set() {
+		prov.Proxy = &limavm.Proxy{HTTP: p.HTTP, HTTPS: p.HTTPS, NoProxy: strings.Join(p.NoProxy, ",")}
+	}
 	return prov
 }
 

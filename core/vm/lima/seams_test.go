@@ -101,3 +101,38 @@ func TestHasLima0(t *testing.T) {
 		t.Error("an instance without a configuration has no lima0")
 	}
 }
+
+// TestTemplateProxy (issue 25): behind a corporate proxy (here from the
+// environment marina runs in) the VM's provisioning carries it — apt and
+// the Docker engine's drop-in, with the lab's NO_PROXY — from creation on,
+// and a later boot's provisioning too; without one, none.
+func TestTemplateProxy(t *testing.T) {
+	old := proxyEnv
+	t.Cleanup(func() { proxyEnv = old })
+	proxyEnv = func(k string) string {
+		return map[string]string{"HTTPS_PROXY": "http://proxy.corp.example:3128"}[k]
+	}
+	y, err := Template(config.Default(), TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := y.Provision[0].Script
+	for _, want := range []string{
+		"/etc/systemd/system/docker.service.d/marina-proxy.conf",
+		`Environment="HTTPS_PROXY=http://proxy.corp.example:3128"`,
+		"NO_PROXY=localhost,127.0.0.1,::1,172.30.0.0/16,",
+		"export 'HTTPS_PROXY=http://proxy.corp.example:3128' 'https_proxy=http://proxy.corp.example:3128'",
+	} {
+		if !strings.Contains(*script, want) {
+			t.Errorf("the creation's provisioning lacks %q", want)
+		}
+	}
+	d := &Driver{cfg: config.Default()}
+	if p := d.provisionFor("lima"); p.Proxy == nil || p.Proxy.HTTPS != "http://proxy.corp.example:3128" {
+		t.Errorf("a boot's provisioning: %+v", p.Proxy)
+	}
+	proxyEnv = func(string) string { return "" }
+	if p := d.provisionFor("lima"); p.Proxy != nil {
+		t.Errorf("without a proxy: %+v", p.Proxy)
+	}
+}

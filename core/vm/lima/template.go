@@ -126,7 +126,7 @@ func Template(cfg *config.Config, opts TemplateOptions) (*limatype.LimaYAML, err
 	if opts.Provision != nil {
 		prov = *opts.Provision
 	}
-	provision, probes, err := provisioning(prov)
+	provision, probes, err := provisioning(withProxy(prov, cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,31 @@ type Provision struct {
 	// Binaries are downloaded into /usr/local/bin when missing or different,
 	// and installed only when their SHA-256 matches.
 	Binaries []Binary
+	// Proxy, when set, is the corporate proxy the VM's traffic to the
+	// outside takes: apt and the pinned downloads use it, and the Docker
+	// engine gets it through a systemd drop-in
+	// (docker.service.d/marina-proxy.conf; removed, and Docker restarted,
+	// when the proxy goes away or changes).
+	Proxy *Proxy
+}
+
+// Proxy is the VM's HTTP(S) proxy. NoProxy is comma-separated and holds
+// the lab's own addresses (config.EffectiveProxy).
+type Proxy struct {
+	HTTP    string
+	HTTPS   string
+	NoProxy string
+}
+
+// Vars are the variables of p, upper- and lower-case, as KEY=VALUE.
+func (p *Proxy) Vars() []string {
+	var out []string
+	for _, kv := range [][2]string{{"HTTP_PROXY", p.HTTP}, {"HTTPS_PROXY", p.HTTPS}, {"NO_PROXY", p.NoProxy}} {
+		if kv[1] != "" {
+			out = append(out, kv[0]+"="+kv[1], strings.ToLower(kv[0])+"="+kv[1])
+		}
+	}
+	return out
 }
 
 // Sysctl is one kernel parameter.
@@ -82,6 +107,9 @@ var (
 		return regexp.MustCompile(`^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%+-]+)+$`)
 	})
 	sha256Re = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
+	// proxyValRe: what a proxy URL or NO_PROXY list may hold to be written
+	// in a systemd Environment= line and a shell export (quoted there).
+	proxyValRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._~%!$&'()*+,;=:@/?#\[\]-]+$`) })
 	archRe   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(amd64|arm64)$`) })
 )
 
@@ -91,6 +119,13 @@ var (
 func (p Provision) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if p.Proxy != nil {
+		for _, v := range []struct{ name, val string }{{"proxy.http", p.Proxy.HTTP}, {"proxy.https", p.Proxy.HTTPS}, {"proxy.noProxy", p.Proxy.NoProxy}} {
+			if v.val != "" && !proxyValRe().MatchString(v.val) {
+				bad("provision: %s holds a character the VM's Docker drop-in cannot carry (a quote, backslash or space): percent-encode it in the URL", v.name)
+			}
+		}
+	}
 	seen := map[string]bool{}
 	for i, s := range p.Sysctls {
 		if !sysctlKeyRe().MatchString(s.Key) {
@@ -158,7 +193,7 @@ var probeScript string
 var scriptTmpl = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("provision").
 		Option("missingkey=error").
-		Funcs(template.FuncMap{"q": Quote}).
+		Funcs(template.FuncMap{"q": Quote, "systemd": func(s string) string { return strings.ReplaceAll(s, "%", "%%") }}).
 		Parse(provisionTemplate))
 })
 

@@ -75,6 +75,7 @@ func TestProvisionValidate(t *testing.T) {
 // its argv, one line per call, to $LOG.
 var stubs = map[string]string{
 	"apt-get": `echo "apt-get $*" >>"$LOG"
+[ -z "${https_proxy:-}" ] || echo "apt-get sees https_proxy=$https_proxy" >>"$LOG"
 [ "$1" = install ] || exit 0
 [ -z "${APT_FAIL:-}" ] || exit 100
 for a in "$@"; do
@@ -368,5 +369,53 @@ func TestProvisionWithoutTools(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("bash -n %s: %v\n%s", name, err, out)
 		}
+	}
+}
+
+// TestProvisionScriptProxy (issue 25): behind a corporate proxy the VM's
+// apt (and downloads) run with it, and the Docker engine gets it through
+// its own drop-in — percent signs escaped for systemd — restarting an
+// engine that runs; nothing moves on the next boot; a proxy that goes away
+// takes its drop-in with it.
+func TestProvisionScriptProxy(t *testing.T) {
+	r := newProvisionRig(t)
+	if err := os.WriteFile(filepath.Join(r.state, "docker-active"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testProvision(r, "k", "k")
+	p.Proxy = &Proxy{HTTP: "http://proxy.corp.example:3128", HTTPS: "http://me:p%40ss@proxy.corp.example:3128", NoProxy: "localhost,172.30.0.0/16,demo.internal"}
+	calls, out, err := r.run(p, "arm64")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := "[Service]\n" +
+		"Environment=\"HTTP_PROXY=http://proxy.corp.example:3128\"\nEnvironment=\"http_proxy=http://proxy.corp.example:3128\"\n" +
+		"Environment=\"HTTPS_PROXY=http://me:p%%40ss@proxy.corp.example:3128\"\nEnvironment=\"https_proxy=http://me:p%%40ss@proxy.corp.example:3128\"\n" +
+		"Environment=\"NO_PROXY=localhost,172.30.0.0/16,demo.internal\"\nEnvironment=\"no_proxy=localhost,172.30.0.0/16,demo.internal\"\n"
+	if got := r.read("etc/systemd/system/docker.service.d/marina-proxy.conf"); got != want {
+		t.Errorf("docker proxy drop-in:\n%s\nwant:\n%s", got, want)
+	}
+	for _, c := range []string{"systemctl restart docker.service", "apt-get sees https_proxy=http://me:p%40ss@proxy.corp.example:3128"} {
+		if !contains(calls, c) {
+			t.Errorf("calls lack %q:\n%s", c, strings.Join(calls, "\n"))
+		}
+	}
+	if calls, out, err := r.run(p, "arm64"); err != nil || len(calls) != 0 {
+		t.Errorf("second boot: %v, calls %q\n%s", err, calls, out)
+	}
+	p.Proxy = nil
+	calls, out, err = r.run(p, "arm64")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(r.root, "etc/systemd/system/docker.service.d/marina-proxy.conf")); err == nil {
+		t.Error("the proxy drop-in outlived the proxy")
+	}
+	if !contains(calls, "systemctl restart docker.service") {
+		t.Errorf("removing the proxy did not restart the engine; calls:\n%s", strings.Join(calls, "\n"))
+	}
+	p.Proxy = &Proxy{HTTPS: "http://proxy:3128 \"x"}
+	if _, err := p.Script(); err == nil || !strings.Contains(err.Error(), "provision: proxy.https") {
+		t.Errorf("a proxy URL with a quote and a space: %v", err)
 	}
 }

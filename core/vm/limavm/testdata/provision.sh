@@ -78,6 +78,22 @@ if [ "$changed" = 1 ]; then
     fi
 fi
 
+# The corporate proxy: apt, the downloads below and the Docker engine (a
+# drop-in of its own, removed when the proxy goes away) go through it; the
+# lab's own addresses bypass it (NO_PROXY).
+changed=0
+if [ -e "$root/etc/systemd/system/docker.service.d/marina-proxy.conf" ]; then
+    rm -f "$root/etc/systemd/system/docker.service.d/marina-proxy.conf"
+    changed=1
+    echo "marina: removed /etc/systemd/system/docker.service.d/marina-proxy.conf"
+fi
+if [ "$changed" = 1 ]; then
+    systemctl daemon-reload
+    if systemctl is-active --quiet docker.service; then
+        systemctl restart docker.service
+    fi
+fi
+
 # Packages: apt runs only when something is missing. The Docker engine is
 # not pinned to a version: Ubuntu keeps only the newest docker.io in
 # noble-updates, so an exact pin stops resolving; the version installed is
