@@ -110,7 +110,7 @@ var (
 	// proxyValRe: what a proxy URL or NO_PROXY list may hold to be written
 	// in a systemd Environment= line and a shell export (quoted there).
 	proxyValRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._~%!$&'()*+,;=:@/?#\[\]-]+$`) })
-	archRe   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(amd64|arm64)$`) })
+	archRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(amd64|arm64)$`) })
 )
 
 // Validate checks every value that ends up in the script. Values are also
