@@ -135,6 +135,7 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 	if l.CADir != "" {
 		add(l.caCheck(ctx, l.Trust))
 	}
+	out = append(out, l.proxyChecks(ctx, opts.Timeout)...)
 	add(diskCheck(opts.StateDir))
 	return append(out, runExtra(ctx, opts)...)
 }
