@@ -29,9 +29,14 @@ func TestPluginLifecycle(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "SDK: "+filepath.Join(repo, "sdk")+" (the checkout this development build") {
 		t.Fatalf("plugin new: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if gomod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !strings.Contains(string(gomod), "require github.com/bcollard/marina/sdk v0.0.0") ||
-		!strings.Contains(string(gomod), "replace github.com/bcollard/marina/sdk => "+filepath.Join(repo, "sdk")) {
-		t.Fatalf("go.mod: %v\n%s", err, gomod)
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	_, target, _ := strings.Cut(string(gomod), "replace github.com/bcollard/marina/sdk => ")
+	target, _, _ = strings.Cut(target, "\n")
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(dir, target) // relative when the temporary directory is beside the checkout
+	}
+	if err != nil || !strings.Contains(string(gomod), "require github.com/bcollard/marina/sdk v0.0.0") || filepath.Clean(target) != filepath.Join(repo, "sdk") {
+		t.Fatalf("go.mod (replace resolves to %s, want %s): %v\n%s", target, filepath.Join(repo, "sdk"), err, gomod)
 	}
 	gocmd := func(args ...string) {
 		t.Helper()
