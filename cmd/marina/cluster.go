@@ -89,6 +89,9 @@ Every enabled plugin's hooks run for the cluster; --plugins NAME,... runs only t
 				return err
 			}
 			cl, err := lb.CreateCluster(cmd.Context(), c, spec, f.options(renderer))
+			for _, w := range lb.Warnings() {
+				fmt.Fprintf(a.err, "Warning: %s\n", w)
+			}
 			if err != nil {
 				return err
 			}

@@ -106,7 +106,7 @@ func (c *Config) EffectiveProxy(getenv func(string) string) EffectiveProxy {
 // proxy: localhost, the bridge CIDR (the API servers' and every Service's
 // addresses, the DNS and mirror containers), every slot's service and pod
 // subnets (10.N.0.0/16 and 10.1N.0.0/16 for N in 1..99, as the fewest
-// CIDRs that cover exactly those), the zone (which covers its
+// CIDRs that cover exactly those: 10.1-99 and 10.110-199), the zone (which covers its
 // subdomains) and the mirrors' container names.
 func (c *Config) LabNoProxy() []string {
 	out := []string{"localhost", "127.0.0.1", "::1"}
@@ -125,10 +125,31 @@ func (c *Config) LabNoProxy() []string {
 	return out
 }
 
-// slotSubnets covers the second octets of every slot's service and pod
-// subnets with the fewest CIDRs.
+// slotSubnets covers every slot's service and pod subnets (slot.Derive:
+// 10.N.0.0/16 and 10.1N.0.0/16, the second octets 1-99 and 110-199 with
+// 11-19 among the first) with the fewest CIDRs.
 func slotSubnets() []string {
-	return append(coverOctet(slot.Min, slot.Max), coverOctet(100+slot.Min, 100+slot.Max)...)
+	octets := map[int]bool{}
+	bridge := netip.MustParsePrefix("172.30.0.0/16") // the subnets do not depend on it
+	for n := slot.Min; n <= slot.Max; n++ {
+		if r, err := slot.Derive(n, bridge); err == nil {
+			octets[int(r.ServiceSubnet.Addr().As4()[1])] = true
+			octets[int(r.PodSubnet.Addr().As4()[1])] = true
+		}
+	}
+	var out []string
+	for lo := 0; lo <= 255; lo++ {
+		if !octets[lo] {
+			continue
+		}
+		hi := lo
+		for hi+1 <= 255 && octets[hi+1] {
+			hi++
+		}
+		out = append(out, coverOctet(lo, hi)...)
+		lo = hi
+	}
+	return out
 }
 
 // coverOctet returns the fewest 10.X.0.0/n prefixes covering exactly the

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bcollard/marina/core/slot"
 )
 
 func TestEffectiveProxy(t *testing.T) {
@@ -51,8 +53,9 @@ func TestEffectiveProxy(t *testing.T) {
 }
 
 // TestLabNoProxyCoversExactlyTheSlots: the CIDRs for the slots' subnets
-// cover 10.N and 10.1N for every slot and nothing else of 10/8 (a
-// company's 10.0.x or 10.200.x still goes through the proxy).
+// cover 10.N and 10.1N for every slot (slot.Derive) and nothing else of
+// 10/8 (a company's 10.0.x, 10.100.x or 10.200.x still goes through the
+// proxy).
 func TestLabNoProxyCoversExactlyTheSlots(t *testing.T) {
 	var prefixes []netip.Prefix
 	for _, s := range slotSubnets() {
@@ -61,13 +64,24 @@ func TestLabNoProxyCoversExactlyTheSlots(t *testing.T) {
 	if len(prefixes) > 16 {
 		t.Errorf("%d CIDRs: not the fewest", len(prefixes))
 	}
+	want := map[byte]bool{}
+	for n := slot.Min; n <= slot.Max; n++ {
+		r, err := slot.Derive(n, netip.MustParsePrefix("172.30.0.0/16"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[r.ServiceSubnet.Addr().As4()[1]], want[r.PodSubnet.Addr().As4()[1]] = true, true
+	}
+	if !want[13] || !want[142] || want[100] || want[105] {
+		t.Fatalf("slot.Derive's subnets changed: %v", want)
+	}
 	for octet := 0; octet <= 255; octet++ {
 		a := netip.AddrFrom4([4]byte{10, byte(octet), 7, 7})
 		covered := false
 		for _, p := range prefixes {
 			covered = covered || p.Contains(a)
 		}
-		want := octet >= 1 && octet <= 99 || octet >= 101 && octet <= 199
+		want := want[byte(octet)]
 		if covered != want {
 			t.Errorf("10.%d.7.7 covered = %v, want %v (%v)", octet, covered, want, slotSubnets())
 		}

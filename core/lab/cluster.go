@@ -314,7 +314,28 @@ func (l *Lab) allocate(ctx context.Context, c *Clusters, run *clusterRun, r life
 	run.res = res
 	run.cluster = l.sdkCluster(c, run.spec, res, run.kubePath)
 	r.Progress(fmt.Sprintf("slot %d: API port %d, services %s, pods %s", n, res.APIPort, res.ServiceSubnet, res.PodSubnet))
+	for _, w := range l.slotRouteWarnings(ctx, run.spec.Name, n) {
+		r.Progress("warning: " + w)
+		l.addWarning(w)
+	}
 	return nil
+}
+
+// slotRouteWarnings says which routes of this machine (a VPN's) overlap the
+// service or pod subnet of cluster name on slot n: pods would not reach
+// those outside addresses. Nothing when the routes cannot be read.
+func (l *Lab) slotRouteWarnings(ctx context.Context, name string, n int) []string {
+	rep, err := l.RouteOverlaps(ctx, map[string]int{name: n})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, c := range rep.Checks(l.Config.Network.BridgeCIDR) {
+		if c.Status != OK && strings.Contains(c.Detail, "of cluster "+name+" ") {
+			out = append(out, c.Detail+" (fix: "+c.Fix+")")
+		}
+	}
+	return out
 }
 
 // allocMu serializes slot allocation within this process.

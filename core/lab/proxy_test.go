@@ -3,11 +3,13 @@ package lab
 import (
 	"context"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/hostnet"
 )
 
 // TestProxyChecks: doctor says whether the proxy answers — one listening on
@@ -48,5 +50,30 @@ func TestProxyChecks(t *testing.T) {
 	l = &Lab{Config: config.Default(), Getenv: func(string) string { return "" }}
 	if c := l.proxyChecks(context.Background(), time.Second); len(c) != 1 || c[0].Status != OK {
 		t.Errorf("no proxy: %+v", c)
+	}
+}
+
+// TestSlotRouteWarnings (issue 25): a VPN route over 10.0.0.0/8 covers
+// every slot's subnets; cluster create warns about the new cluster's, with
+// the fix (have the VPN exclude them: no slot is free of it). A /16 over
+// slot 3's pods (10.13.0.0/16) only names a free slot.
+func TestSlotRouteWarnings(t *testing.T) {
+	old := ReadHostRoutes
+	t.Cleanup(func() { ReadHostRoutes = old })
+	routes := []hostnet.HostRoute{{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "en0"}, {Dst: netip.MustParsePrefix("10.0.0.0/8"), Iface: "utun3"}}
+	ReadHostRoutes = func(context.Context) ([]hostnet.HostRoute, error) { return routes, nil }
+	l := &Lab{Config: config.Default()}
+	w := l.slotRouteWarnings(context.Background(), "dev", 3)
+	if len(w) != 2 || !strings.Contains(w[0], "10.0.0.0/8 dev utun3 overlaps the service subnet of cluster dev (slot 3) 10.3.0.0/16") ||
+		!strings.Contains(w[1], "pod subnet of cluster dev (slot 3) 10.13.0.0/16") || !strings.Contains(w[0], "have the VPN exclude") {
+		t.Fatalf("warnings = %q", w)
+	}
+	routes = []hostnet.HostRoute{{Dst: netip.MustParsePrefix("10.13.0.0/16"), Iface: "utun3"}}
+	w = l.slotRouteWarnings(context.Background(), "dev", 3)
+	if len(w) != 1 || !strings.Contains(w[0], "--slot 1") {
+		t.Fatalf("warnings with one /16 = %q", w)
+	}
+	if w := l.slotRouteWarnings(context.Background(), "dev", 4); len(w) != 0 {
+		t.Errorf("slot 4 is untouched: %q", w)
 	}
 }
