@@ -73,6 +73,7 @@ func Default() *Config {
 		PluginTrust:   PluginTrust{Policy: TrustWarn, Keys: []TrustedKey{}, Capabilities: []CapabilityLimit{}},
 		PluginSources: []string{},
 		Proxy:         Proxy{NoProxy: []string{}},
+		Trust:         Trust{ExtraCAs: []string{}},
 		Images: Images{
 			Registry:    DefaultRegistryImage,
 			DNSEtcd:     DefaultDNSEtcdImage,

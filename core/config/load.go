@@ -287,6 +287,14 @@ func Load(opts LoadOptions) (*Loaded, error) {
 	l.Config = cfg
 	l.lines = lines
 	problems = append(problems, Validate(cfg)...)
+	// The extra CAs are files: read and checked here, where the home
+	// directory is known, so a bad one is a config problem at its line.
+	home := opts.Home
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	_, caProblems := cfg.ExtraCAs(home)
+	problems = append(problems, caProblems...)
 	if len(problems) > 0 {
 		for i := range problems {
 			if problems[i].Where == "" {

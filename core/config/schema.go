@@ -27,8 +27,15 @@ type Config struct {
 	// NAME` look for plugins.
 	PluginSources []string `yaml:"pluginSources" doc:"OCI registry namespaces where marina plugin search and plugin install NAME[@CONSTRAINT] look for plugins, e.g. oci://registry.example.com/marina-plugins (each repository under it is a plugin)."`
 	Images        Images   `yaml:"images" doc:"Every container image marina runs; override to use a mirror or a locally built image."`
+	// Trust is what the lab trusts beyond the public roots.
+	Trust Trust `yaml:"trust" doc:"Certificate authorities the lab trusts beyond the public roots: your company's (a TLS-intercepting proxy's, an internal registry's)."`
 	// Proxy is the company's HTTP(S) proxy for the lab's traffic out.
 	Proxy Proxy `yaml:"proxy" doc:"The HTTP(S) proxy the lab's traffic to the outside takes (the VM's Docker engine, the registry mirrors' upstreams, the kind nodes); each key empty: the environment marina runs in, as kind and colima read it."`
+}
+
+// Trust lists the extra CAs.
+type Trust struct {
+	ExtraCAs []string `yaml:"extraCAs" doc:"PEM files of CA certificates to trust everywhere the lab makes TLS connections out: the VM's trust store (the Docker engine pulls through the proxy), the registry mirrors (their upstreams) and every kind node; ~/ is your home directory. Changing the list updates them on the next marina up."`
 }
 
 // Proxy is the HTTP(S) proxy of a corporate network.

@@ -20,20 +20,26 @@ func (d *Driver) provisionFor(user string) limavm.Provision {
 		prov.Binaries = append([]limavm.Binary(nil), d.Provision.Binaries...)
 	}
 	prov.SocketUser = user
-	return withProxy(prov, d.cfg)
+	return withCorporate(prov, d.cfg, d.home)
 }
 
 // proxyEnv reads the environment the proxy's defaults come from (the
 // engine runs with marina's); tests replace it.
 var proxyEnv = os.Getenv
 
-// withProxy gives prov the lab's effective proxy (config, else the
-// environment), if any: apt, the downloads and the VM's Docker engine use
-// it at every boot; none removes it.
-func withProxy(prov limavm.Provision, cfg *config.Config) limavm.Provision {
+// withCorporate gives prov what a corporate network needs: the lab's
+// effective proxy (config, else the environment), which apt, the
+// downloads and the VM's Docker engine use at every boot, and the extra
+// CAs of trust.extraCAs (home expands ~/) for the VM's trust store. None
+// of either removes it from the VM.
+func withCorporate(prov limavm.Provision, cfg *config.Config, home string) limavm.Provision {
 	if p := cfg.EffectiveProxy(proxyEnv); p.Set() {
 		prov.Proxy = &limavm.Proxy{HTTP: p.HTTP, HTTPS: p.HTTPS, NoProxy: strings.Join(p.NoProxy, ",")}
 	}
+	// The config was validated when it was loaded: a file that has gone
+	// bad since is left out (doctor and up report the config problem).
+	cas, _ := cfg.ExtraCAs(home)
+	prov.ExtraCAs = string(cas.PEM)
 	return prov
 }
 

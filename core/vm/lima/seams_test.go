@@ -2,15 +2,18 @@ package lima
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lima-vm/lima/v2/pkg/limatype"
 	"github.com/lima-vm/lima/v2/pkg/limayaml"
 
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/labca"
 	"github.com/bcollard/marina/core/vm/limavm"
 )
 
@@ -134,5 +137,29 @@ func TestTemplateProxy(t *testing.T) {
 	proxyEnv = func(string) string { return "" }
 	if p := d.provisionFor("lima"); p.Proxy != nil {
 		t.Errorf("without a proxy: %+v", p.Proxy)
+	}
+}
+
+// TestTemplateExtraCAs (issue 25): trust.extraCAs reach the VM's trust
+// store from creation on (and every boot's provisioning).
+func TestTemplateExtraCAs(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := labca.Create(dir, labca.Scope{Lab: "corp", Zone: "corp.example", Bridge: netip.MustParsePrefix("10.0.0.0/8")}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Trust.ExtraCAs = []string{ca.CertPath()}
+	y, err := Template(cfg, TemplateOptions{GOOS: "darwin", GOARCH: "arm64", Home: testHome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := *y.Provision[0].Script
+	if !strings.Contains(script, "marina-extra-cas.crt 0644 <<'MARINA_EOF'\n"+string(ca.CertPEM)+"MARINA_EOF") {
+		t.Errorf("the creation's provisioning does not install the extra CA")
+	}
+	d := &Driver{cfg: cfg, home: testHome}
+	if p := d.provisionFor("lima"); p.ExtraCAs != string(ca.CertPEM) {
+		t.Errorf("a boot's provisioning: %q", p.ExtraCAs)
 	}
 }

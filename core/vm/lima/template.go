@@ -126,7 +126,7 @@ func Template(cfg *config.Config, opts TemplateOptions) (*limatype.LimaYAML, err
 	if opts.Provision != nil {
 		prov = *opts.Provision
 	}
-	provision, probes, err := provisioning(withProxy(prov, cfg))
+	provision, probes, err := provisioning(withCorporate(prov, cfg, opts.Home))
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,12 @@ type Provision struct {
 	// (docker.service.d/marina-proxy.conf; removed, and Docker restarted,
 	// when the proxy goes away or changes).
 	Proxy *Proxy
+	// ExtraCAs are the company's CA certificates (trust.extraCAs), PEM:
+	// installed in the VM's trust store (update-ca-certificates), so the
+	// Docker engine, apt and curl accept a TLS-intercepting proxy; the
+	// Docker engine is restarted when they change, and they are removed
+	// when the list empties.
+	ExtraCAs string
 }
 
 // Proxy is the VM's HTTP(S) proxy. NoProxy is comma-separated and holds
@@ -109,6 +115,7 @@ var (
 	sha256Re = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 	// proxyValRe: what a proxy URL or NO_PROXY list may hold to be written
 	// in a systemd Environment= line and a shell export (quoted there).
+	pemRe      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9+/=\n -]+$`) })
 	proxyValRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._~%!$&'()*+,;=:@/?#\[\]-]+$`) })
 	archRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(amd64|arm64)$`) })
 )
@@ -119,6 +126,9 @@ var (
 func (p Provision) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if p.ExtraCAs != "" && (!pemRe().MatchString(p.ExtraCAs) || !strings.HasPrefix(p.ExtraCAs, "-----BEGIN CERTIFICATE-----\n")) {
+		bad("provision: extraCAs is not PEM certificates only")
+	}
 	if p.Proxy != nil {
 		for _, v := range []struct{ name, val string }{{"proxy.http", p.Proxy.HTTP}, {"proxy.https", p.Proxy.HTTPS}, {"proxy.noProxy", p.Proxy.NoProxy}} {
 			if v.val != "" && !proxyValRe().MatchString(v.val) {

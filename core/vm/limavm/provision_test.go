@@ -94,6 +94,7 @@ esac`,
 	"dpkg":      `[ "$1" = --print-architecture ] && echo "$ARCH"`,
 	"systemctl": `echo "systemctl $*" >>"$LOG"; [ "$1" != is-active ] || [ -f "$STATE/docker-active" ]`,
 	"sysctl":    `echo "sysctl $*" >>"$LOG"`,
+	"update-ca-certificates": `echo "update-ca-certificates $*" >>"$LOG"`,
 	"curl": `echo "curl $*" >>"$LOG"
 out=; url=
 while [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift 2 ;; *) url="$1"; shift ;; esac; done
@@ -417,5 +418,43 @@ func TestProvisionScriptProxy(t *testing.T) {
 	p.Proxy = &Proxy{HTTPS: "http://proxy:3128 \"x"}
 	if _, err := p.Script(); err == nil || !strings.Contains(err.Error(), "provision: proxy.https") {
 		t.Errorf("a proxy URL with a quote and a space: %v", err)
+	}
+}
+
+// TestProvisionScriptExtraCAs (issue 25): the company's CAs go into the
+// VM's trust store (update-ca-certificates), restarting a running Docker
+// engine; a second boot changes nothing; an emptied list removes them.
+func TestProvisionScriptExtraCAs(t *testing.T) {
+	r := newProvisionRig(t)
+	if err := os.WriteFile(filepath.Join(r.state, "docker-active"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testProvision(r, "k", "k")
+	p.ExtraCAs = "-----BEGIN CERTIFICATE-----\nMIIBAA==\n-----END CERTIFICATE-----\n"
+	calls, out, err := r.run(p, "arm64")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got := r.read("usr/local/share/ca-certificates/marina-extra-cas.crt"); got != p.ExtraCAs {
+		t.Errorf("anchor file = %q", got)
+	}
+	for _, c := range []string{"update-ca-certificates", "systemctl restart docker.service"} {
+		if !contains(calls, c) {
+			t.Errorf("calls lack %q:\n%s", c, strings.Join(calls, "\n"))
+		}
+	}
+	if calls, out, err := r.run(p, "arm64"); err != nil || len(calls) != 0 {
+		t.Errorf("second boot: %v, calls %q\n%s", err, calls, out)
+	}
+	p.ExtraCAs = ""
+	if calls, out, err = r.run(p, "arm64"); err != nil || !contains(calls, "update-ca-certificates") {
+		t.Fatalf("emptied list: %v, calls %q\n%s", err, calls, out)
+	}
+	if _, err := os.Stat(filepath.Join(r.root, "usr/local/share/ca-certificates/marina-extra-cas.crt")); err == nil {
+		t.Error("the anchor outlived the list")
+	}
+	p.ExtraCAs = "-----BEGIN CERTIFICATE-----\nMIIB\nMARINA_EOF\nrm -rf /\n"
+	if _, err := p.Script(); err == nil || !strings.Contains(err.Error(), "extraCAs is not PEM") {
+		t.Errorf("a heredoc breakout in extraCAs: %v", err)
 	}
 }

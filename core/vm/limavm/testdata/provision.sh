@@ -112,6 +112,22 @@ if [ "${#missing[@]}" -gt 0 ]; then
     fi
 fi
 
+# The company's CAs (trust.extraCAs) in the system trust store: the Docker
+# engine, apt and curl then accept a TLS-intercepting proxy. Removed when
+# the list empties; the engine restarts to read them.
+changed=0
+if [ -e "$root/usr/local/share/ca-certificates/marina-extra-cas.crt" ]; then
+    rm -f "$root/usr/local/share/ca-certificates/marina-extra-cas.crt"
+    changed=1
+    echo "marina: removed /usr/local/share/ca-certificates/marina-extra-cas.crt"
+fi
+if [ "$changed" = 1 ]; then
+    update-ca-certificates
+    if systemctl is-active --quiet docker.service; then
+        systemctl restart docker.service
+    fi
+fi
+
 # What was installed, for `marina shell -- cat /var/lib/marina/versions`.
 docker_version="$(dpkg-query -W -f='${Version}' 'docker.io')"
 write_if_changed /var/lib/marina/versions 0644 <<MARINA_EOF
