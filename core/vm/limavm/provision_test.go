@@ -91,9 +91,9 @@ case "$2" in
   '-f=${Version}') cat "$STATE/$pkg" ;;
   *) exit 2 ;;
 esac`,
-	"dpkg":      `[ "$1" = --print-architecture ] && echo "$ARCH"`,
-	"systemctl": `echo "systemctl $*" >>"$LOG"; [ "$1" != is-active ] || [ -f "$STATE/docker-active" ]`,
-	"sysctl":    `echo "sysctl $*" >>"$LOG"`,
+	"dpkg":                   `[ "$1" = --print-architecture ] && echo "$ARCH"`,
+	"systemctl":              `echo "systemctl $*" >>"$LOG"; [ "$1" != is-active ] || [ -f "$STATE/docker-active" ]`,
+	"sysctl":                 `echo "sysctl $*" >>"$LOG"`,
 	"update-ca-certificates": `echo "update-ca-certificates $*" >>"$LOG"`,
 	"curl": `echo "curl $*" >>"$LOG"
 out=; url=
