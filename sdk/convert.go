@@ -42,6 +42,7 @@ func envToPB(e Env) *pb.Env {
 		Gateway: e.Gateway, DynamicIpRange: e.DynamicIPRange, DnsZone: e.DNSZone,
 		DnsEtcdIp: e.DNSEtcdIP, DnsServerIp: e.DNSServerIP, StateDir: e.StateDir,
 		Images: e.Images, RegistryCacheStorage: e.RegistryCacheStorage, RegistryCacheDir: e.RegistryCacheDir,
+		ExtraCas: e.ExtraCAs,
 	}
 	for _, r := range e.CustomDNSResolvers {
 		out.CustomDnsResolvers = append(out.CustomDnsResolvers, &pb.DomainResolvers{Domain: r.Domain, Resolvers: r.Resolvers})
@@ -62,6 +63,7 @@ func envFromPB(e *pb.Env) Env {
 		Gateway: e.GetGateway(), DynamicIPRange: e.GetDynamicIpRange(), DNSZone: e.GetDnsZone(),
 		DNSEtcdIP: e.GetDnsEtcdIp(), DNSServerIP: e.GetDnsServerIp(), StateDir: e.GetStateDir(),
 		Images: e.GetImages(), RegistryCacheStorage: e.GetRegistryCacheStorage(), RegistryCacheDir: e.GetRegistryCacheDir(),
+		ExtraCAs: e.GetExtraCas(),
 	}
 	for _, r := range e.GetCustomDnsResolvers() {
 		out.CustomDNSResolvers = append(out.CustomDNSResolvers, DomainResolvers{Domain: r.GetDomain(), Resolvers: r.GetResolvers()})

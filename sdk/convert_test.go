@@ -109,7 +109,8 @@ func fullEnv() Env {
 		CustomDNSResolvers:   []DomainResolvers{{Domain: "corp.example", Resolvers: []string{"10.0.0.53", "10.0.1.53"}}},
 		Mirrors:              []Mirror{{Name: "docker.io", Port: 5001, RemoteURL: "https://registry-1.docker.io", Username: "me", Password: "s3cret"}},
 		RegistryCacheStorage: "host", RegistryCacheDir: "/Users/me/.marina/cache",
-		Proxy: Proxy{HTTP: "http://proxy.corp.example:3128", HTTPS: "http://proxy.corp.example:3128", NoProxy: []string{"172.30.0.0/16", "demo.internal"}},
+		ExtraCAs: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+		Proxy:    Proxy{HTTP: "http://proxy.corp.example:3128", HTTPS: "http://proxy.corp.example:3128", NoProxy: []string{"172.30.0.0/16", "demo.internal"}},
 	}
 }
 

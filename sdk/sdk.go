@@ -234,6 +234,10 @@ type Env struct {
 	// (zero: none). A plugin that runs something reaching the outside
 	// (a mirror's upstream, a download) gives it Proxy.Env().
 	Proxy Proxy
+	// ExtraCAs are the company's CA certificates (trust.extraCAs), PEM
+	// ("" none): what runs TLS connections to the outside for the plugin
+	// trusts them beside the public roots (a TLS-intercepting proxy's CA).
+	ExtraCAs string
 }
 
 // Proxy is a corporate network's HTTP(S) proxy: the config's proxy

@@ -45,6 +45,8 @@ type Runtime struct {
 	// Getenv reads the environment marina runs in (the proxy's defaults);
 	// nil is os.Getenv.
 	Getenv func(string) string
+	// Home expands ~/ in trust.extraCAs; "" is the user's home directory.
+	Home string
 }
 
 // Env builds the environment of every hook from cfg (already validated) and rt.
@@ -91,6 +93,15 @@ func HookEnv(cfg *config.Config, rt Runtime) (sdk.Env, error) {
 	if p := cfg.EffectiveProxy(getenv); p.Set() {
 		env.Proxy = sdk.Proxy{HTTP: p.HTTP, HTTPS: p.HTTPS, NoProxy: p.NoProxy}
 	}
+	home := rt.Home
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	cas, problems := cfg.ExtraCAs(home)
+	if len(problems) > 0 {
+		return sdk.Env{}, &config.ValidationError{Problems: problems}
+	}
+	env.ExtraCAs = string(cas.PEM)
 	return env, nil
 }
 

@@ -1,11 +1,16 @@
 package lab
 
 import (
+	"net/netip"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/labca"
 	"github.com/bcollard/marina/sdk"
 )
 
@@ -90,5 +95,25 @@ func TestEnvProxy(t *testing.T) {
 	env, err = HookEnv(cfg, Runtime{Getenv: func(string) string { return "" }})
 	if err != nil || env.Proxy.Set() || env.Proxy.NoProxy != nil {
 		t.Errorf("without a proxy: %+v %v", env.Proxy, err)
+	}
+}
+
+// TestEnvExtraCAs (issue 25): hooks get trust.extraCAs as one PEM bundle;
+// a file gone bad since the config loaded is an error naming the item.
+func TestEnvExtraCAs(t *testing.T) {
+	home := t.TempDir()
+	ca, err := labca.Create(filepath.Join(home, "ca"), labca.Scope{Lab: "corp", Zone: "corp.example", Bridge: netip.MustParsePrefix("10.0.0.0/8")}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Trust.ExtraCAs = []string{"~/ca/ca.crt"}
+	env, err := HookEnv(cfg, Runtime{Home: home})
+	if err != nil || env.ExtraCAs != string(ca.CertPEM) {
+		t.Fatalf("ExtraCAs = %q, %v", env.ExtraCAs, err)
+	}
+	cfg.Trust.ExtraCAs = []string{"~/ca/ca.key"}
+	if _, err := HookEnv(cfg, Runtime{Home: home}); err == nil || !strings.Contains(err.Error(), "trust.extraCAs[0]") {
+		t.Errorf("a key as an extra CA: %v", err)
 	}
 }

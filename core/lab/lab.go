@@ -302,6 +302,9 @@ func (l *Lab) Env() (sdk.Env, error) {
 	if rt.Getenv == nil {
 		rt.Getenv = l.getenv
 	}
+	if rt.Home == "" {
+		rt.Home = l.Home
+	}
 	return HookEnv(l.Config, rt)
 }
 

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -294,6 +295,9 @@ func cacheMount(env sdk.Env, m mirror) (container.Mount, error) {
 	return container.Mount{}, fmt.Errorf("registries.cacheStorage %q is not host or guest", env.RegistryCacheStorage)
 }
 
+// extraCAsPath is where a mirror keeps the company's CAs (Env.ExtraCAs).
+const extraCAsPath = "/etc/marina/ca/extra-cas.pem"
+
 // mirrorSpec is the container spec of mirror m.
 func mirrorSpec(env sdk.Env, cfg Config, image string, m mirror) (container.Spec, error) {
 	conf, err := renderRegistryConfig(m, cfg.LogLevel)
@@ -327,6 +331,13 @@ func mirrorSpec(env sdk.Env, cfg Config, image string, m mirror) (container.Spec
 		// registry reads the standard variables); a changed proxy
 		// changes the spec, so the next up recreates the mirror.
 		Env: env.Proxy.Env(),
+	}
+	if env.ExtraCAs != "" {
+		// The company's CAs beside the image's roots (Go reads every
+		// directory of SSL_CERT_DIR): an upstream behind a
+		// TLS-intercepting proxy verifies.
+		spec.Files = append(spec.Files, container.File{Path: extraCAsPath, Content: []byte(env.ExtraCAs), Mode: 0o644})
+		spec.Env = append(spec.Env, "SSL_CERT_DIR=/etc/ssl/certs:"+path.Dir(extraCAsPath))
 	}
 	if cfg.PublishAddress != "" {
 		spec.Ports = []container.Port{{HostIP: cfg.PublishAddress, HostPort: m.Port, ContainerPort: m.Port}}

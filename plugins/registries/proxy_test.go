@@ -59,3 +59,37 @@ func TestMirrorsTakeTheProxy(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorsTrustExtraCAs (issue 25): the company's CAs reach every mirror
+// container beside the image's roots (SSL_CERT_DIR), so an upstream behind a
+// TLS-intercepting proxy verifies; an emptied list recreates the mirror
+// without them.
+func TestMirrorsTrustExtraCAs(t *testing.T) {
+	eng := dockerfake.Start(t)
+	h := plugintest.New(t, registries.New())
+	const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+	env := func(cas string) plugintest.Option {
+		return plugintest.WithEnv(func(e *sdk.Env) {
+			e.DockerHost = eng.Host()
+			e.Mirrors = []sdk.Mirror{{Name: "registry-dockerio", Port: 5030, RemoteURL: "https://registry-1.docker.io"}}
+			e.ExtraCAs = cas
+		})
+	}
+	if _, err := h.Run(sdk.PostUp, env(pem)); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := eng.Container("registry-dockerio")
+	if f, ok := c.Files["/etc/marina/ca/extra-cas.pem"]; !ok || string(f.Content) != pem || f.Mode != 0o644 {
+		t.Errorf("the mirror's extra CAs: %+v (files %v)", f, c.Files)
+	}
+	if !slices.Contains(c.Env, "SSL_CERT_DIR=/etc/ssl/certs:/etc/marina/ca") {
+		t.Errorf("mirror env lacks SSL_CERT_DIR: %v", c.Env)
+	}
+	if _, err := h.Run(sdk.PostUp, env("")); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := eng.Container("registry-dockerio")
+	if _, ok := again.Files["/etc/marina/ca/extra-cas.pem"]; ok || again.ID == c.ID || slices.Contains(again.Env, "SSL_CERT_DIR=/etc/ssl/certs:/etc/marina/ca") {
+		t.Errorf("after the list emptied: id %s (was %s), env %v, files %v", again.ID, c.ID, again.Env, again.Files)
+	}
+}

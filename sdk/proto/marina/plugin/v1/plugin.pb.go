@@ -593,7 +593,10 @@ type Env struct {
 	// Where the host keeps the registry cache when cache storage is "host".
 	RegistryCacheDir string `protobuf:"bytes,18,opt,name=registry_cache_dir,json=registryCacheDir,proto3" json:"registry_cache_dir,omitempty"`
 	// The HTTP(S) proxy the lab's traffic to the outside takes; unset: none.
-	Proxy         *Proxy `protobuf:"bytes,19,opt,name=proxy,proto3" json:"proxy,omitempty"`
+	Proxy *Proxy `protobuf:"bytes,19,opt,name=proxy,proto3" json:"proxy,omitempty"`
+	// The company's CA certificates (the config's trust.extraCAs), PEM, to
+	// trust beside the public roots for TLS connections to the outside.
+	ExtraCas      string `protobuf:"bytes,20,opt,name=extra_cas,json=extraCas,proto3" json:"extra_cas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +762,13 @@ func (x *Env) GetProxy() *Proxy {
 		return x.Proxy
 	}
 	return nil
+}
+
+func (x *Env) GetExtraCas() string {
+	if x != nil {
+		return x.ExtraCas
+	}
+	return ""
 }
 
 // Proxy is a corporate network's HTTP(S) proxy. no_proxy lists what
@@ -1988,7 +1998,7 @@ const file_marina_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
-	"\x10SEVERITY_WARNING\x10\x02\"\xa9\x06\n" +
+	"\x10SEVERITY_WARNING\x10\x02\"\xc6\x06\n" +
 	"\x03Env\x12!\n" +
 	"\fhost_version\x18\x01 \x01(\tR\vhostVersion\x12\x17\n" +
 	"\avm_name\x18\x02 \x01(\tR\x06vmName\x12\x16\n" +
@@ -2011,7 +2021,8 @@ const file_marina_plugin_v1_plugin_proto_rawDesc = "" +
 	"\amirrors\x18\x10 \x03(\v2\x18.marina.plugin.v1.MirrorR\amirrors\x124\n" +
 	"\x16registry_cache_storage\x18\x11 \x01(\tR\x14registryCacheStorage\x12,\n" +
 	"\x12registry_cache_dir\x18\x12 \x01(\tR\x10registryCacheDir\x12-\n" +
-	"\x05proxy\x18\x13 \x01(\v2\x17.marina.plugin.v1.ProxyR\x05proxy\x1a9\n" +
+	"\x05proxy\x18\x13 \x01(\v2\x17.marina.plugin.v1.ProxyR\x05proxy\x12\x1b\n" +
+	"\textra_cas\x18\x14 \x01(\tR\bextraCas\x1a9\n" +
 	"\vImagesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
