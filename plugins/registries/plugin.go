@@ -192,6 +192,15 @@ func (*Plugin) PreCluster(ctx context.Context, req *sdk.Request) (*sdk.Result, e
 	if err != nil {
 		return nil, err
 	}
+	if req.Env.ExtraCAs != "" {
+		// containerd pulls through a TLS-intercepting proxy too: the
+		// company's CAs beside the node image's roots, in every node
+		// before containerd starts.
+		if kc == nil {
+			kc = &sdk.KindContribution{}
+		}
+		kc.NodeFiles = append(kc.NodeFiles, nodeExtraCAs(req.Env.ExtraCAs)...)
+	}
 	var hosts []string
 	for _, m := range sel {
 		hosts = append(hosts, m.host+" via "+m.Name)
@@ -295,8 +304,22 @@ func cacheMount(env sdk.Env, m mirror) (container.Mount, error) {
 	return container.Mount{}, fmt.Errorf("registries.cacheStorage %q is not host or guest", env.RegistryCacheStorage)
 }
 
-// extraCAsPath is where a mirror keeps the company's CAs (Env.ExtraCAs).
+// extraCAsPath is where a mirror and a node keep the company's CAs
+// (Env.ExtraCAs).
 const extraCAsPath = "/etc/marina/ca/extra-cas.pem"
+
+// containerdCADropIn makes a node's containerd read extraCAsPath's
+// directory beside the image's roots (Go reads every SSL_CERT_DIR entry).
+const containerdCADropIn = "/etc/systemd/system/containerd.service.d/marina-ca.conf"
+
+// nodeExtraCAs are the node files that make a node's containerd trust the
+// company's CAs pem.
+func nodeExtraCAs(pem string) []sdk.NodeFile {
+	return []sdk.NodeFile{
+		{Path: extraCAsPath, Content: []byte(pem), Mode: 0o644},
+		{Path: containerdCADropIn, Content: []byte("# managed by marina (trust.extraCAs)\n[Service]\nEnvironment=SSL_CERT_DIR=/etc/ssl/certs:" + path.Dir(extraCAsPath) + "\n"), Mode: 0o644},
+	}
+}
 
 // mirrorSpec is the container spec of mirror m.
 func mirrorSpec(env sdk.Env, cfg Config, image string, m mirror) (container.Spec, error) {

@@ -2,6 +2,7 @@ package registries_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bcollard/marina/plugins/registries"
@@ -91,5 +92,29 @@ func TestMirrorsTrustExtraCAs(t *testing.T) {
 	again, _ := eng.Container("registry-dockerio")
 	if _, ok := again.Files["/etc/marina/ca/extra-cas.pem"]; ok || again.ID == c.ID || slices.Contains(again.Env, "SSL_CERT_DIR=/etc/ssl/certs:/etc/marina/ca") {
 		t.Errorf("after the list emptied: id %s (was %s), env %v, files %v", again.ID, c.ID, again.Env, again.Files)
+	}
+}
+
+// TestPreClusterExtraCAs (issue 25): every node gets the company's CAs and
+// a containerd drop-in that reads them beside the image's roots, placed
+// before containerd starts (PreCluster node files); none without a list.
+func TestPreClusterExtraCAs(t *testing.T) {
+	h := plugintest.New(t, registries.New())
+	const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+	res, err := h.Run(sdk.PreCluster, plugintest.WithEnv(func(e *sdk.Env) { e.Mirrors, e.ExtraCAs = defaultMirrors(), pem }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, f := range res.Kind.NodeFiles {
+		files[f.Path] = string(f.Content)
+	}
+	if files["/etc/marina/ca/extra-cas.pem"] != pem ||
+		!strings.Contains(files["/etc/systemd/system/containerd.service.d/marina-ca.conf"], "[Service]\nEnvironment=SSL_CERT_DIR=/etc/ssl/certs:/etc/marina/ca\n") {
+		t.Errorf("node files: %v", files)
+	}
+	res, err = h.Run(sdk.PreCluster, plugintest.WithEnv(func(e *sdk.Env) { e.Mirrors = nil }))
+	if err != nil || (res.Kind != nil && len(res.Kind.NodeFiles) != 0) {
+		t.Errorf("without extra CAs or mirrors: %+v %v", res.Kind, err)
 	}
 }
