@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bcollard/marina/core/kind"
+	"github.com/bcollard/marina/core/labca"
 	"github.com/bcollard/marina/core/slot"
 	"github.com/bcollard/marina/sdk/dockertest"
 	"github.com/bcollard/marina/sdk/kubetest"
@@ -94,6 +95,8 @@ type lab struct {
 	// kubelet plays the kubelet for the stand-in's clusters; nil with
 	// real nodes.
 	kubelet *kubelet
+	// extraCA is the trust.extraCAs certificate of a real-node lab (PEM).
+	extraCA string
 	// slots are the slots the lab's clusters get, in creation order (while
 	// none is deleted): the lowest whose API host port 7000+N no other
 	// container publishes. A user's lab with clusters beside the tests holds
@@ -149,6 +152,23 @@ func startRealLab(t testing.TB) *lab {
 	t.Helper()
 	n := requireRealNodes(t)
 	l := newLab(t, n.image, realMirrors, n.env())
+	// A company CA (issue 25): it must reach the mirrors and every node.
+	ca, err := labca.Create(filepath.Join(l.home, "corp-ca"), labca.Scope{Lab: "corp", Zone: "corp.example", Bridge: netip.MustParsePrefix("10.0.0.0/8")}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.extraCA = string(ca.CertPEM)
+	f, err := os.OpenFile(filepath.Join(l.home, ".marina", "config.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fmt.Fprintf(f, "trust:\n  extraCAs: [%q]\n", ca.CertPath())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	l.run(t, upTimeout, "up", "--progress", "plain")
 	return l
 }

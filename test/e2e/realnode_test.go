@@ -168,6 +168,16 @@ func TestRealNodes(t *testing.T) {
 		return
 	}
 
+	t.Run("1b the company's CA (trust.extraCAs) is in every node, and containerd reads it", func(t *testing.T) {
+		node := dev + "-control-plane"
+		if got := dockertest.Docker(t, "exec", node, "cat", "/etc/marina/ca/extra-cas.pem"); strings.TrimSpace(got) != strings.TrimSpace(l.extraCA) {
+			t.Errorf("the node's /etc/marina/ca/extra-cas.pem is not the lab's extra CA:\n%s", got)
+		}
+		if env := dockertest.Docker(t, "exec", node, "systemctl", "show", "containerd", "--property=Environment"); !strings.Contains(env, "SSL_CERT_DIR=/etc/ssl/certs:/etc/marina/ca") {
+			t.Errorf("containerd runs without the extra CAs' directory: %s", env)
+		}
+	})
+
 	fqdn := "echo.default." + dev + "." + zone
 	var vip netip.Addr
 	t.Run("2 echo behind a LoadBalancer Service answers this machine by VIP and by name", func(t *testing.T) {
