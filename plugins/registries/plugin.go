@@ -386,7 +386,7 @@ func checkStaysUp(ctx context.Context, c *container.Client, name string) (string
 			if st != nil {
 				status = st.Status
 			}
-			return fmt.Sprintf("mirror %s is %s right after it started: its upstream may be unreachable (the registry checks it at startup; Docker restarts it until it answers) or its config was rejected; see `docker logs %s` in the VM", name, status, name), nil
+			return fmt.Sprintf("mirror %s is %s right after it started: %s", name, status, whyDown(ctx, c, name)), nil
 		}
 		if time.Now().After(deadline) {
 			return "", nil
@@ -397,6 +397,27 @@ func checkStaysUp(ctx context.Context, c *container.Client, name string) (string
 		case <-time.After(step):
 		}
 	}
+}
+
+// whyDown says why a mirror stopped, from its last log lines: a
+// certificate its upstream presented that it does not trust is named with
+// the fix (a TLS-intercepting proxy's CA belongs in trust.extraCAs).
+func whyDown(ctx context.Context, c *container.Client, name string) string {
+	generic := "its upstream may be unreachable (the registry checks it at startup; Docker restarts it until it answers) or its config was rejected; see `docker logs " + name + "` in the VM"
+	lines, err := c.LastLogLines(ctx, name, 30)
+	if err != nil {
+		return generic
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if j := strings.Index(lines[i], "x509: "); j >= 0 {
+			cause := lines[i][j:]
+			if k := strings.IndexAny(cause, "\"\n"); k >= 0 {
+				cause = cause[:k]
+			}
+			return "its upstream's TLS certificate is not trusted (" + cause + "); behind a TLS-intercepting proxy, add the proxy's CA to trust.extraCAs in the config, then marina up"
+		}
+	}
+	return generic
 }
 
 func shortID(id string) string { return id[:min(12, len(id))] }

@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path"
@@ -36,6 +37,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
@@ -214,6 +216,30 @@ func Connect(ctx context.Context, host string, opts ...Option) (*Client, error) 
 
 // API returns the underlying Docker Engine API client.
 func (c *Client) API() *client.Client { return c.api }
+
+// LastLogLines returns the last n lines container name wrote to stdout
+// and stderr (in order of arrival within each stream), for saying why a
+// service stopped.
+func (c *Client) LastLogLines(ctx context.Context, name string, n int) ([]string, error) {
+	rc, err := c.api.ContainerLogs(ctx, name, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(n)})
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var out, errb bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &errb, io.LimitReader(rc, 1<<20)); err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, b := range []*bytes.Buffer{&out, &errb} {
+		for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+			if l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	return lines, nil
+}
 
 // Close releases the client.
 func (c *Client) Close() error { return c.api.Close() }
