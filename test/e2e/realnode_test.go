@@ -153,7 +153,7 @@ func hostUnchanged(t *testing.T) {
 func TestRealNodes(t *testing.T) {
 	besideUserLab(t)
 	hostUnchanged(t)
-	l := startRealLab(t)
+	l, proxy := startRealLabBehindProxy(t)
 	up := startUpstream(t)
 	const dev = "e2e-dev"
 
@@ -168,13 +168,20 @@ func TestRealNodes(t *testing.T) {
 		return
 	}
 
-	t.Run("1b the company's CA (trust.extraCAs) is in every node, and containerd reads it", func(t *testing.T) {
+	t.Run("1b the company's CA (trust.extraCAs) is in every node, and containerd reads it; the proxy reaches the nodes", func(t *testing.T) {
 		node := dev + "-control-plane"
 		if got := dockertest.Docker(t, "exec", node, "cat", "/etc/marina/ca/extra-cas.pem"); strings.TrimSpace(got) != strings.TrimSpace(l.extraCA) {
 			t.Errorf("the node's /etc/marina/ca/extra-cas.pem is not the lab's extra CA:\n%s", got)
 		}
-		if env := dockertest.Docker(t, "exec", node, "systemctl", "show", "containerd", "--property=Environment"); !strings.Contains(env, "SSL_CERT_DIR=/etc/ssl/certs:/etc/marina/ca") {
+		env := dockertest.Docker(t, "exec", node, "systemctl", "show", "containerd", "--property=Environment")
+		if !strings.Contains(env, "SSL_CERT_DIR=/etc/ssl/certs:/etc/marina/ca") {
 			t.Errorf("containerd runs without the extra CAs' directory: %s", env)
+		}
+		// kind hands the helper's proxy variables to the node (its
+		// environment, which containerd inherits), NO_PROXY with the lab.
+		nodeEnv := dockertest.Docker(t, "inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", node)
+		if !strings.Contains(nodeEnv, "HTTPS_PROXY=http://"+proxy.addr) || !strings.Contains(nodeEnv, bridgeCIDR) {
+			t.Errorf("the node's environment lacks the lab's proxy or its NO_PROXY:\n%s", nodeEnv)
 		}
 	})
 
@@ -202,6 +209,14 @@ func TestRealNodes(t *testing.T) {
 		return
 	}
 
+	// The proxy (issue 25): marina's NO_PROXY kept everything of the lab
+	// away from it — node pulls through the mirror, the API servers, the
+	// VIPs and names — checked once every step has run.
+	defer t.Run("9 behind the company proxy, nothing of the lab reached it (every step above)", func(t *testing.T) {
+		if n, seen := proxy.conns.Load(), proxy.requests(); n != 0 {
+			t.Errorf("the proxy got %d connections from the lab: %v", n, seen)
+		}
+	})
 	t.Run("3 a pod's image comes through marina's mirror: cached there, the upstream never asked by a node", func(t *testing.T) {
 		ref, blobs := up.pushUnique(t)
 		// The image is the echo server with one layer of its own: the node
