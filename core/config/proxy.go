@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/bcollard/marina/core/slot"
+	"github.com/bcollard/marina/sdk"
 )
 
 // EffectiveProxy is the proxy the lab uses: each value from the config or,
@@ -27,21 +28,14 @@ type EffectiveProxy struct {
 // Set reports whether a proxy is in use.
 func (p EffectiveProxy) Set() bool { return p.HTTP != "" || p.HTTPS != "" }
 
-// Env returns the variables a program behind the proxy reads — HTTP_PROXY,
-// HTTPS_PROXY and NO_PROXY, and their lower-case twins (curl reads only
-// those) — or none when no proxy is set.
-func (p EffectiveProxy) Env() []string {
-	if !p.Set() {
-		return nil
-	}
-	var env []string
-	for _, kv := range [][2]string{{"HTTP_PROXY", p.HTTP}, {"HTTPS_PROXY", p.HTTPS}, {"NO_PROXY", strings.Join(p.NoProxy, ",")}} {
-		if kv[1] == "" {
-			continue
-		}
-		env = append(env, kv[0]+"="+kv[1], strings.ToLower(kv[0])+"="+kv[1])
-	}
-	return env
+// Env returns the variables a program behind the proxy reads (sdk.Proxy.Env:
+// HTTP_PROXY, HTTPS_PROXY and NO_PROXY, and their lower-case twins, which
+// curl reads), or none when no proxy is set.
+func (p EffectiveProxy) Env() []string { return p.SDK().Env() }
+
+// SDK is p as plugins receive it (sdk.Env.Proxy).
+func (p EffectiveProxy) SDK() sdk.Proxy {
+	return sdk.Proxy{HTTP: p.HTTP, HTTPS: p.HTTPS, NoProxy: p.NoProxy}
 }
 
 // Redacted is p with the URLs' passwords hidden, for output.

@@ -91,7 +91,7 @@ func HookEnv(cfg *config.Config, rt Runtime) (sdk.Env, error) {
 		getenv = os.Getenv
 	}
 	if p := cfg.EffectiveProxy(getenv); p.Set() {
-		env.Proxy = sdk.Proxy{HTTP: p.HTTP, HTTPS: p.HTTPS, NoProxy: p.NoProxy}
+		env.Proxy = p.SDK()
 	}
 	home := rt.Home
 	if home == "" {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+
+	"github.com/bcollard/marina/sdk"
 )
 
 // Provision is what the VM's provisioning script establishes. Lima runs the
@@ -54,15 +56,14 @@ type Proxy struct {
 	NoProxy string
 }
 
-// Vars are the variables of p, upper- and lower-case, as KEY=VALUE.
+// Vars are the variables of p, upper- and lower-case, as KEY=VALUE
+// (sdk.Proxy.Env).
 func (p *Proxy) Vars() []string {
-	var out []string
-	for _, kv := range [][2]string{{"HTTP_PROXY", p.HTTP}, {"HTTPS_PROXY", p.HTTPS}, {"NO_PROXY", p.NoProxy}} {
-		if kv[1] != "" {
-			out = append(out, kv[0]+"="+kv[1], strings.ToLower(kv[0])+"="+kv[1])
-		}
+	var noProxy []string
+	if p.NoProxy != "" {
+		noProxy = strings.Split(p.NoProxy, ",")
 	}
-	return out
+	return sdk.Proxy{HTTP: p.HTTP, HTTPS: p.HTTPS, NoProxy: noProxy}.Env()
 }
 
 // Sysctl is one kernel parameter.
