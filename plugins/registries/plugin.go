@@ -128,6 +128,7 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 	// plugin (stale mirrors only appear when the configured list changes,
 	// and then the hook runs).
 	res := &sdk.Result{Steady: &sdk.Steady{}}
+	unsteady := false // a mirror that does not stay up: the next up runs this hook again
 	for i, m := range ms {
 		prepareCache(req.Env, m, log.Debug)
 		out, err := c.Ensure(ctx, specs[i])
@@ -135,16 +136,21 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 			return nil, fmt.Errorf("mirror %s: %w%s", m.Name, err, cacheHint(req.Env, m, err))
 		}
 		res.Steady.Containers = append(res.Steady.Containers, out.Steady())
+		// A mirror just (re)started gets a moment to fail; one left as it
+		// was gets one look (Docker counts a crash loop as running).
+		settle := time.Duration(0)
 		if out.Action == container.Created || out.Action == container.Recreated || out.Action == container.Started {
-			warn, err := checkStaysUp(ctx, c, m.Name)
-			if err != nil {
-				return nil, err
-			}
-			if warn != "" {
-				req.Progress("%s", warn)
-				log.Warn("mirror not running after start", "mirror", m.Name)
-				res.Warnings = append(res.Warnings, sdk.Diagnostic{Severity: sdk.SeverityWarning, Summary: warn})
-			}
+			settle = time.Second
+		}
+		warn, err := checkStaysUp(ctx, c, m.Name, settle)
+		if err != nil {
+			return nil, err
+		}
+		if warn != "" {
+			req.Progress("%s", warn)
+			log.Warn("mirror not running after start", "mirror", m.Name)
+			res.Warnings = append(res.Warnings, sdk.Diagnostic{Severity: sdk.SeverityWarning, Summary: warn})
+			unsteady = true
 		}
 		line := fmt.Sprintf("mirror %s -> %s: %s", m.Name, m.upstream, out.Action)
 		if out.Reason != "" {
@@ -170,6 +176,9 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 		req.Progress("%s", msg)
 		log.Info("stale mirror removed", "mirror", st.Name, "cache", st.Labels[LabelCache])
 		res.Warnings = append(res.Warnings, sdk.Diagnostic{Severity: sdk.SeverityWarning, Summary: msg})
+	}
+	if unsteady {
+		res.Steady = nil // never skip the hook while a mirror does not stay up
 	}
 	return res, nil
 }
@@ -368,13 +377,13 @@ func mirrorSpec(env sdk.Env, cfg Config, image string, m mirror) (container.Spec
 	return spec, nil
 }
 
-// checkStaysUp waits a moment after a (re)start and returns a warning when
+// checkStaysUp looks for settle (at least once) and returns a warning when
 // the registry exited or restarts: the restart policy would otherwise hide a
 // crash loop. It is a warning, not an error, because the common cause is
 // transient: distribution's registry contacts its upstream when it starts
 // and exits when it cannot reach it; Docker restarts it until it can.
-func checkStaysUp(ctx context.Context, c *container.Client, name string) (string, error) {
-	const settle, step = time.Second, 250 * time.Millisecond
+func checkStaysUp(ctx context.Context, c *container.Client, name string, settle time.Duration) (string, error) {
+	const step = 250 * time.Millisecond
 	deadline := time.Now().Add(settle)
 	for {
 		st, err := c.Get(ctx, name)
