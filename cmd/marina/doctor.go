@@ -26,8 +26,10 @@ func newDoctorCmd(a *app) *cobra.Command {
 		Long: `Check the lab: the machine and its Docker engine, the bridge network, every service
 container, the local DNS server answering for the zone, each registry mirror answering,
 this machine's routes over the lab (a VPN's route over network.bridgeCIDR fails: it
-takes the lab's traffic; one over a cluster's service or pod subnet warns), free disk
-space and the installed plugins' checksums. Each check is OK, WARN or FAIL,
+takes the lab's traffic; one over a cluster's service or pod subnet warns), the lab CA
+(present, covering the lab, trusted by this machine), the proxy (each answers), the company
+CAs of trust.extraCAs (expired or expiring within 30 days warns), free disk space and the
+installed plugins' checksums. Each check is OK, WARN or FAIL,
 with the command that fixes it.
 
 Exit status: 0 when no check failed (warnings allowed), 1 when one did, 2 when the

@@ -136,6 +136,7 @@ func (l *Lab) Doctor(ctx context.Context, opts DoctorOptions) []Check {
 		add(l.caCheck(ctx, l.Trust))
 	}
 	out = append(out, l.proxyChecks(ctx, opts.Timeout)...)
+	add(l.extraCAsCheck(time.Now()))
 	add(diskCheck(opts.StateDir))
 	return append(out, runExtra(ctx, opts)...)
 }

@@ -52,3 +52,33 @@ func (l *Lab) proxyChecks(ctx context.Context, timeout time.Duration) []Check {
 	}
 	return out
 }
+
+// extraCAsCheck is doctor's check of trust.extraCAs: how many company CAs
+// the lab trusts, and a warning for any that has expired or expires within
+// 30 days (pulls through the proxy would then fail). None listed is OK.
+func (l *Lab) extraCAsCheck(now time.Time) Check {
+	c := Check{Name: "company CAs", Status: OK}
+	bundle, problems := l.Config.ExtraCAs(l.Home)
+	if len(problems) > 0 {
+		c.Status, c.Detail, c.Fix = Fail, problems[0].Path+": "+problems[0].Message, "fix trust.extraCAs in the config"
+		return c
+	}
+	if len(bundle.Certs) == 0 {
+		c.Detail = "none (trust.extraCAs is empty)"
+		return c
+	}
+	var soon []string
+	for _, ca := range bundle.Certs {
+		end, err := time.Parse("2006-01-02", ca.NotAfter)
+		if err == nil && end.Before(now.Add(30*24*time.Hour)) {
+			soon = append(soon, ca.Subject+" (until "+ca.NotAfter+", "+ca.File+")")
+		}
+	}
+	c.Detail = fmt.Sprintf("%d trusted in the VM, the mirrors and new nodes", len(bundle.Certs))
+	if len(soon) > 0 {
+		c.Status = Warn
+		c.Detail += "; expired or expiring within 30 days: " + strings.Join(soon, "; ")
+		c.Fix = "get the renewed CA from your company, update the files in trust.extraCAs, then marina up"
+	}
+	return c
+}

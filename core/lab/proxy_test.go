@@ -4,12 +4,14 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/hostnet"
+	"github.com/bcollard/marina/core/labca"
 )
 
 // TestProxyChecks: doctor says whether the proxy answers — one listening on
@@ -75,5 +77,28 @@ func TestSlotRouteWarnings(t *testing.T) {
 	}
 	if w := l.slotRouteWarnings(context.Background(), "dev", 4); len(w) != 0 {
 		t.Errorf("slot 4 is untouched: %q", w)
+	}
+}
+
+// TestExtraCAsCheck: doctor counts the company CAs and warns of one that
+// expires within 30 days; none listed is OK.
+func TestExtraCAsCheck(t *testing.T) {
+	home := t.TempDir()
+	ca, err := labca.Create(filepath.Join(home, "corp"), labca.Scope{Lab: "corp", Zone: "corp.example", Bridge: netip.MustParsePrefix("10.0.0.0/8")}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	l := &Lab{Config: cfg, Home: home}
+	if c := l.extraCAsCheck(time.Now()); c.Status != OK || !strings.Contains(c.Detail, "none") {
+		t.Errorf("no extra CAs: %+v", c)
+	}
+	cfg.Trust.ExtraCAs = []string{"~/corp/ca.crt"}
+	if c := l.extraCAsCheck(time.Now()); c.Status != OK || !strings.HasPrefix(c.Detail, "1 trusted") {
+		t.Errorf("one CA valid ten years: %+v", c)
+	}
+	// Ten years on, less 10 days: it expires soon.
+	if c := l.extraCAsCheck(ca.Cert.NotAfter.Add(-10 * 24 * time.Hour)); c.Status != Warn || !strings.Contains(c.Detail, "expiring within 30 days") || c.Fix == "" {
+		t.Errorf("a CA expiring soon: %+v", c)
 	}
 }
