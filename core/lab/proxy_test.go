@@ -102,3 +102,22 @@ func TestExtraCAsCheck(t *testing.T) {
 		t.Errorf("a CA expiring soon: %+v", c)
 	}
 }
+
+// TestRouteToTheVMIsTheLabs: with the lima driver the lab keeps a route for
+// the bridge CIDR via the VM; a second up must not take it for a VPN's,
+// whatever its interface is called (make test-vm's mvm0 caught it).
+func TestRouteToTheVMIsTheLabs(t *testing.T) {
+	old := ReadHostRoutes
+	t.Cleanup(func() { ReadHostRoutes = old })
+	own := hostnet.HostRoute{Dst: netip.MustParsePrefix("172.30.0.0/16"), Gateway: netip.MustParseAddr("192.168.106.2"), Iface: "mvm0"}
+	ReadHostRoutes = func(context.Context) ([]hostnet.HostRoute, error) { return []hostnet.HostRoute{own}, nil }
+	l := &Lab{Config: config.Default(), Route: &hostnet.Route{CIDR: "172.30.0.0/16"}}
+	if rep, err := l.RouteOverlaps(context.Background(), nil); err != nil || len(rep.Overlaps) != 0 {
+		t.Fatalf("the lab's own route to the VM: %+v %v", rep, err)
+	}
+	// Without a route of its own (host driver) the same route is a VPN's.
+	l.Route = nil
+	if rep, err := l.RouteOverlaps(context.Background(), nil); err != nil || !rep.Captures() {
+		t.Fatalf("host driver, a route via mvm0: %+v %v", rep, err)
+	}
+}

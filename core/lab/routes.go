@@ -62,7 +62,16 @@ func (l *Lab) RouteOverlaps(ctx context.Context, slots map[string]int) (*RouteRe
 			hostnet.LabNet{What: fmt.Sprintf("the service subnet of cluster %s (slot %d)", name, res.Slot), Prefix: res.ServiceSubnet},
 			hostnet.LabNet{What: fmt.Sprintf("the pod subnet of cluster %s (slot %d)", name, res.Slot), Prefix: res.PodSubnet})
 	}
-	owned := func(r hostnet.HostRoute) bool { return hostnet.Owned(r, bridge) }
+	// The lab's own route: the docker bridge's (host driver), or, when the
+	// lab keeps a route to the VM (lima driver), the one route exactly the
+	// bridge CIDR via a gateway — whatever the interface is called (the
+	// route step corrects its gateway).
+	owned := func(r hostnet.HostRoute) bool {
+		if l.Route != nil && r.Dst == bridge && r.Kind == "" && r.Gateway.IsValid() {
+			return true
+		}
+		return hostnet.Owned(r, bridge)
+	}
 	rep := &RouteReport{Routes: len(routes), Overlaps: hostnet.Overlaps(routes, nets, owned)}
 	if rep.Overlaps == nil {
 		rep.Overlaps = []hostnet.Overlap{}
