@@ -18,6 +18,7 @@ var KnownCapabilities = []CapabilityDoc{
 	{CapKubeconfig, "every cluster's admin kubeconfig (Cluster.Kubeconfig): full control of the clusters"},
 	{CapHostResolver, "DNS resolver changes on your machine (/etc/resolver), made by marina with sudo"},
 	{CapRegistryCredentials, "the credentials of the upstream registries the mirrors pull from (Env.Mirrors) and of the proxy (Env.Proxy)"},
+	{CapLabCA, "the lab CA's private key (Env.LabCA.Key): it can sign certificates for the lab's DNS zone and bridge addresses, which your machine trusts after marina trust install"},
 }
 
 // CapabilityUnlocks returns what capability name unlocks, and whether this
@@ -53,7 +54,8 @@ func (d *Description) UnknownCapabilities() []string {
 // Granted returns c as a plugin described by d may see it: what a
 // capability unlocks is withheld (zeroed) unless d declares it — the Docker
 // endpoint (CapDocker), the kubeconfig (CapKubeconfig), the upstream
-// registries' credentials (CapRegistryCredentials). c is not changed; the
+// registries' credentials (CapRegistryCredentials), the lab CA's key
+// (CapLabCA). c is not changed; the
 // Cluster and Mirrors are copied when something is withheld. marina and
 // sdk/plugintest hand every hook this call.
 func (c HookCall) Granted(d *Description) HookCall {
@@ -69,6 +71,9 @@ func (c HookCall) Granted(d *Description) HookCall {
 			c.Env.Mirrors = ms
 		}
 		c.Env.Proxy.HTTP, c.Env.Proxy.HTTPS = withoutPassword(c.Env.Proxy.HTTP), withoutPassword(c.Env.Proxy.HTTPS)
+	}
+	if !d.HasCapability(CapLabCA) {
+		c.Env.LabCA.Key = ""
 	}
 	if !d.HasCapability(CapKubeconfig) && c.Cluster != nil {
 		cl := *c.Cluster

@@ -53,6 +53,9 @@ func envToPB(e Env) *pb.Env {
 	if e.Proxy.Set() || len(e.Proxy.NoProxy) > 0 {
 		out.Proxy = &pb.Proxy{Http: e.Proxy.HTTP, Https: e.Proxy.HTTPS, NoProxy: e.Proxy.NoProxy}
 	}
+	if e.LabCA != (LabCA{}) {
+		out.LabCa = &pb.LabCA{Cert: e.LabCA.Cert, Key: e.LabCA.Key}
+	}
 	return out
 }
 
@@ -73,6 +76,9 @@ func envFromPB(e *pb.Env) Env {
 	}
 	if p := e.GetProxy(); p != nil {
 		out.Proxy = Proxy{HTTP: p.GetHttp(), HTTPS: p.GetHttps(), NoProxy: p.GetNoProxy()}
+	}
+	if ca := e.GetLabCa(); ca != nil {
+		out.LabCA = LabCA{Cert: ca.GetCert(), Key: ca.GetKey()}
 	}
 	return out
 }

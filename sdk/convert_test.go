@@ -110,6 +110,7 @@ func fullEnv() Env {
 		Mirrors:              []Mirror{{Name: "docker.io", Port: 5001, RemoteURL: "https://registry-1.docker.io", Username: "me", Password: "s3cret"}},
 		RegistryCacheStorage: "host", RegistryCacheDir: "/Users/me/.marina/cache",
 		ExtraCAs: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+		LabCA:    LabCA{Cert: "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n", Key: "-----BEGIN PRIVATE KEY-----\nMIGH\n-----END PRIVATE KEY-----\n"},
 		Proxy:    Proxy{HTTP: "http://proxy.corp.example:3128", HTTPS: "http://proxy.corp.example:3128", NoProxy: []string{"172.30.0.0/16", "demo.internal"}},
 	}
 }

@@ -97,6 +97,10 @@ const (
 	// Env.Proxy's URLs (other plugins see the mirrors and the proxy
 	// without them).
 	CapRegistryCredentials = "registry.credentials"
+	// CapLabCA: Env.LabCA.Key, the private key of the lab's CA. With it a
+	// plugin signs certificates for the lab's names (a cluster's
+	// cert-manager issuer); every plugin sees the CA's certificate.
+	CapLabCA = "lab.ca"
 )
 
 // Info describes a plugin. Name and Version are required.
@@ -238,6 +242,21 @@ type Env struct {
 	// ("" none): what runs TLS connections to the outside for the plugin
 	// trusts them beside the public roots (a TLS-intercepting proxy's CA).
 	ExtraCAs string
+	// LabCA is the lab's own CA (made by `marina up`, name-constrained to
+	// DNSZone and BridgeCIDR; zero before the first up): its certificate for
+	// every plugin, its key only for plugins that declare CapLabCA.
+	LabCA LabCA
+}
+
+// LabCA is the lab's certificate authority, PEM encoded. Workloads that
+// serve the lab's names with certificates it signs are trusted wherever
+// the user ran `marina trust install`.
+type LabCA struct {
+	// Cert is the CA certificate.
+	Cert string
+	// Key is the CA's private key (PKCS #8): "" unless the plugin declares
+	// CapLabCA.
+	Key string
 }
 
 // Proxy is a corporate network's HTTP(S) proxy: the config's proxy

@@ -6,6 +6,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/bcollard/marina/core/config"
+	"github.com/bcollard/marina/core/labca"
 	"github.com/bcollard/marina/core/slot"
 	"github.com/bcollard/marina/sdk"
 )
@@ -47,6 +49,9 @@ type Runtime struct {
 	Getenv func(string) string
 	// Home expands ~/ in trust.extraCAs; "" is the user's home directory.
 	Home string
+	// CADir holds the lab's CA (sdk.Env.LabCA); "" or a directory without
+	// a CA gives plugins none.
+	CADir string
 }
 
 // Env builds the environment of every hook from cfg (already validated) and rt.
@@ -102,6 +107,16 @@ func HookEnv(cfg *config.Config, rt Runtime) (sdk.Env, error) {
 		return sdk.Env{}, &config.ValidationError{Problems: problems}
 	}
 	env.ExtraCAs = string(cas.PEM)
+	if rt.CADir != "" {
+		ca, err := labca.Load(rt.CADir)
+		switch {
+		case errors.Is(err, labca.ErrNoCA):
+		case err != nil:
+			return sdk.Env{}, fmt.Errorf("the lab CA: %w", err)
+		default:
+			env.LabCA = sdk.LabCA{Cert: string(ca.CertPEM), Key: string(ca.KeyPEM())}
+		}
+	}
 	return env, nil
 }
 

@@ -305,6 +305,9 @@ func (l *Lab) Env() (sdk.Env, error) {
 	if rt.Home == "" {
 		rt.Home = l.Home
 	}
+	if rt.CADir == "" {
+		rt.CADir = l.CADir
+	}
 	return HookEnv(l.Config, rt)
 }
 

@@ -245,6 +245,12 @@ func Rotate(dir string, s Scope, now time.Time) (old, ca *CA, err error) {
 	return old, ca, err
 }
 
+// KeyPEM is the CA's private key, PKCS #8 PEM: what a plugin that declares
+// the lab.ca capability gets (sdk.Env.LabCA.Key).
+func (c *CA) KeyPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: mustPKCS8(c.Key)})
+}
+
 func mustPKCS8(k *ecdsa.PrivateKey) []byte {
 	b, err := x509.MarshalPKCS8PrivateKey(k)
 	if err != nil {

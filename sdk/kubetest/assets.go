@@ -27,13 +27,16 @@ const (
 // in test/tools/go.mod; TestVersionMatchesToolsGoMod keeps them in step).
 const Version = "v1.37.2"
 
-// MetalLBVersion and ExternalDNSVersion are the releases of MetalLB's controller
-// (go.universe.tf/metallb in test/tools/metallb/go.mod) and of ExternalDNS
-// (sigs.k8s.io/external-dns in test/tools/externaldns/go.mod) that
-// test/tools/build.sh builds; TestControllerVersionsMatchGoMod keeps them in step.
+// MetalLBVersion, ExternalDNSVersion and CertManagerVersion are the releases of
+// MetalLB's controller (go.universe.tf/metallb in test/tools/metallb/go.mod),
+// of ExternalDNS (sigs.k8s.io/external-dns in test/tools/externaldns/go.mod) and
+// of cert-manager's controller (github.com/cert-manager/cert-manager in
+// test/tools/certmanager/go.mod) that test/tools/build.sh builds;
+// TestVersionMatchesToolsGoMod keeps them in step.
 const (
 	MetalLBVersion     = "v0.16.2"
 	ExternalDNSVersion = "v0.23.0"
+	CertManagerVersion = "v1.21.1"
 )
 
 // BuildCommand is the command that builds the binaries into the cache.
@@ -45,6 +48,9 @@ const (
 	MetalLBControllerName = "metallb-controller"
 	// ExternalDNSName is ExternalDNS (sigs.k8s.io/external-dns).
 	ExternalDNSName = "external-dns"
+	// CertManagerControllerName is cert-manager's controller
+	// (github.com/cert-manager/cert-manager, cmd/controller).
+	CertManagerControllerName = "cert-manager-controller"
 )
 
 // Assets are the paths of the binaries a cluster runs, and of the controllers
@@ -54,11 +60,13 @@ type Assets struct {
 	Dir string
 	// KubeAPIServer, Etcd and Kubectl are the binaries' paths in Dir.
 	KubeAPIServer, Etcd, Kubectl string
-	// MetalLBController and ExternalDNS are the paths of metallb-controller and
-	// external-dns in Dir, or "" when Dir lacks them: build.sh always builds them,
-	// but a $MARINA_KUBE_ASSETS directory (e.g. controller-runtime's assets) need
-	// not hold them. MetalLBControllerPath and ExternalDNSPath require them.
-	MetalLBController, ExternalDNS string
+	// MetalLBController, ExternalDNS and CertManagerController are the paths of
+	// metallb-controller, external-dns and cert-manager-controller in Dir, or ""
+	// when Dir lacks them: build.sh always builds them, but a
+	// $MARINA_KUBE_ASSETS directory (e.g. controller-runtime's assets) need not
+	// hold them. MetalLBControllerPath, ExternalDNSPath and
+	// CertManagerControllerPath require them.
+	MetalLBController, ExternalDNS, CertManagerController string
 }
 
 // assetNames are the binaries that must be in the assets directory.
@@ -130,6 +138,9 @@ func findAssets(getenv func(string) string) (Assets, error) {
 	if p := filepath.Join(dir, ExternalDNSName); executable(p) {
 		a.ExternalDNS = p
 	}
+	if p := filepath.Join(dir, CertManagerControllerName); executable(p) {
+		a.CertManagerController = p
+	}
 	return a, nil
 }
 
@@ -185,6 +196,15 @@ func ExternalDNSPath(t testing.TB) string {
 	t.Helper()
 	a := RequireAssets(t)
 	return requireTool(t, a, ExternalDNSName, a.ExternalDNS, os.Getenv)
+}
+
+// CertManagerControllerPath returns the path of cert-manager's controller
+// (CertManagerVersion) built by test/tools/build.sh, under the same policy as
+// MetalLBControllerPath.
+func CertManagerControllerPath(t testing.TB) string {
+	t.Helper()
+	a := RequireAssets(t)
+	return requireTool(t, a, CertManagerControllerName, a.CertManagerController, os.Getenv)
 }
 
 // requireTool returns path, or fails or skips (see requireAssets) when it is "".

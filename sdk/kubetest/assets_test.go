@@ -38,7 +38,7 @@ func writeAssets(t *testing.T, dir string, mode os.FileMode, names ...string) {
 func TestFindAssets(t *testing.T) {
 	tmp := t.TempDir()
 	full := filepath.Join(tmp, "full")
-	writeAssets(t, full, 0o755, "kube-apiserver", "etcd", "kubectl", MetalLBControllerName, ExternalDNSName)
+	writeAssets(t, full, 0o755, "kube-apiserver", "etcd", "kubectl", MetalLBControllerName, ExternalDNSName, CertManagerControllerName)
 	noControllers := filepath.Join(tmp, "nocontrollers")
 	writeAssets(t, noControllers, 0o755, "kube-apiserver", "etcd", "kubectl")
 	writeAssets(t, noControllers, 0o644, MetalLBControllerName)
@@ -115,6 +115,7 @@ func TestFindAssets(t *testing.T) {
 			if tt.wantControllers {
 				want.MetalLBController = filepath.Join(tt.wantDir, MetalLBControllerName)
 				want.ExternalDNS = filepath.Join(tt.wantDir, ExternalDNSName)
+				want.CertManagerController = filepath.Join(tt.wantDir, CertManagerControllerName)
 			}
 			if a != want {
 				t.Errorf("findAssets = %+v, want %+v", a, want)
@@ -234,6 +235,7 @@ func TestVersionMatchesToolsGoMod(t *testing.T) {
 		{"go.mod", "k8s.io/kubernetes", "Version", Version},
 		{"metallb/go.mod", "go.universe.tf/metallb", "MetalLBVersion", MetalLBVersion},
 		{"externaldns/go.mod", "sigs.k8s.io/external-dns", "ExternalDNSVersion", ExternalDNSVersion},
+		{"certmanager/go.mod", "github.com/cert-manager/cert-manager", "CertManagerVersion", CertManagerVersion},
 	}
 	for _, tt := range tests {
 		t.Run(tt.module, func(t *testing.T) {

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// TestControllerBinaries runs metallb-controller and external-dns, found through
-// MetalLBControllerPath and ExternalDNSPath, and checks that each runs, is static
+// TestControllerBinaries runs metallb-controller, external-dns and
+// cert-manager-controller, found through MetalLBControllerPath, ExternalDNSPath
+// and CertManagerControllerPath, and checks that each runs, is static
 // and was built from the module version kubetest names.
 func TestControllerBinaries(t *testing.T) {
 	tests := []struct {
@@ -31,6 +32,16 @@ func TestControllerBinaries(t *testing.T) {
 			name: ExternalDNSName, path: ExternalDNSPath, args: []string{"--version"},
 			wantOutput: ExternalDNSVersion, // stamped by build.sh with -ldflags -X
 			module:     "sigs.k8s.io/external-dns", version: ExternalDNSVersion,
+		},
+		{
+			name: CertManagerControllerName, path: CertManagerControllerPath, args: []string{"--help"},
+			// no --version; its usage lists its flags.
+			wantOutput: "      --cluster-resource-namespace string                       Namespace to store resources owned by cluster scoped resources such as ClusterIssuer in. This must be specified if ClusterIssuers are enabled. (default \"kube-system\")",
+			// build.sh builds in a copy of cert-manager's module (the main
+			// module, so Go records no version: "(devel)"); the version is
+			// the one test/tools/certmanager/go.mod pins and
+			// TestVersionMatchesToolsGoMod checks.
+			module: "github.com/cert-manager/cert-manager", version: "(devel)",
 		},
 	}
 	for _, tt := range tests {

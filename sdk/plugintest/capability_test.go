@@ -17,11 +17,11 @@ import (
 type seer struct{ caps []string }
 
 func (s seer) Info() sdk.Info {
-	return sdk.Info{Name: "seer", Version: "1.0.0", Capabilities: s.caps, Outputs: []string{"dockerHost", "kubeconfig", "mirrorPassword", "connect", "proxy"}}
+	return sdk.Info{Name: "seer", Version: "1.0.0", Capabilities: s.caps, Outputs: []string{"dockerHost", "kubeconfig", "mirrorPassword", "connect", "proxy", "caCert", "caKey"}}
 }
 
 func (seer) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
-	out := map[string]string{"dockerHost": req.Env.DockerHost, "proxy": req.Env.Proxy.HTTPS}
+	out := map[string]string{"dockerHost": req.Env.DockerHost, "proxy": req.Env.Proxy.HTTPS, "caCert": req.Env.LabCA.Cert, "caKey": req.Env.LabCA.Key}
 	for _, m := range req.Env.Mirrors {
 		out["mirrorPassword"] += m.Password
 	}
@@ -53,6 +53,7 @@ func TestUndeclaredCapabilitiesGetNothing(t *testing.T) {
 		e.DockerHost = "unix:///nonexistent/docker.sock"
 		e.Mirrors = []sdk.Mirror{{Name: "docker-io", Port: 5000, RemoteURL: "https://registry-1.docker.io", Username: "u", Password: "secret"}}
 		e.Proxy = sdk.Proxy{HTTPS: "http://me:proxysecret@proxy.corp.example:3128", NoProxy: []string{"172.30.0.0/16"}}
+		e.LabCA = sdk.LabCA{Cert: "CA CERTIFICATE", Key: "CA KEY"}
 	})
 	kubeconfig := plugintest.WithKubeconfig([]byte("apiVersion: v1\nkind: Config\n"))
 
@@ -63,6 +64,9 @@ func TestUndeclaredCapabilitiesGetNothing(t *testing.T) {
 	}
 	if res.Outputs["dockerHost"] != "" || res.Outputs["mirrorPassword"] != "" {
 		t.Errorf("undeclared: PostUp saw dockerHost %q, mirror password %q; want both withheld", res.Outputs["dockerHost"], res.Outputs["mirrorPassword"])
+	}
+	if res.Outputs["caCert"] != "CA CERTIFICATE" || res.Outputs["caKey"] != "" {
+		t.Errorf("undeclared: PostUp saw the lab CA %q, key %q; want the certificate and no key", res.Outputs["caCert"], res.Outputs["caKey"])
 	}
 	if res.Outputs["proxy"] != "http://me@proxy.corp.example:3128" {
 		t.Errorf("undeclared: the proxy reads %q; want it without its password", res.Outputs["proxy"])
@@ -85,13 +89,16 @@ func TestUndeclaredCapabilitiesGetNothing(t *testing.T) {
 		t.Errorf("PreDown asking for a resolver change undeclared = %v, want ErrUndeclaredCapability naming %s", err, sdk.CapHostResolver)
 	}
 
-	all := plugintest.New(t, seer{caps: []string{sdk.CapDocker, sdk.CapKubeconfig, sdk.CapHostResolver, sdk.CapRegistryCredentials}})
+	all := plugintest.New(t, seer{caps: []string{sdk.CapDocker, sdk.CapKubeconfig, sdk.CapHostResolver, sdk.CapRegistryCredentials, sdk.CapLabCA}})
 	res, err = all.Run(sdk.PostUp, withMirror)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outputs["dockerHost"] != "unix:///nonexistent/docker.sock" || res.Outputs["mirrorPassword"] != "secret" || res.Outputs["proxy"] != "http://me:proxysecret@proxy.corp.example:3128" {
 		t.Errorf("declared: PostUp saw dockerHost %q, mirror password %q", res.Outputs["dockerHost"], res.Outputs["mirrorPassword"])
+	}
+	if res.Outputs["caKey"] != "CA KEY" {
+		t.Errorf("declared: PostUp saw the lab CA's key %q, want it", res.Outputs["caKey"])
 	}
 	res, err = all.Run(sdk.PostCluster, kubeconfig)
 	if err != nil {

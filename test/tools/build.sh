@@ -9,6 +9,8 @@
 #   metallb-speaker          go.universe.tf/metallb/speaker (the same module; node image)
 #   external-dns             sigs.k8s.io/external-dns (module ./externaldns, Go 1.27:
 #                            GOTOOLCHAIN from its go.mod's toolchain line, for it alone)
+#   cert-manager-controller  github.com/cert-manager/cert-manager (version pinned by
+#                            ./certmanager/go.mod) with its cmd/controller (_overlay)
 #
 #   test/tools/build.sh
 #
@@ -29,6 +31,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 images="$(cd "$here/../images" && pwd)"
 metallb="$here/metallb"
 externaldns="$here/externaldns"
+certmanager="$here/certmanager"
 cd "$here"
 
 CACHE="${MARINA_TEST_CACHE:-$HOME/.cache/marina-test}"
@@ -45,7 +48,7 @@ edns_toolchain="$(awk '$1 == "toolchain" { print $2 }' "$externaldns/go.mod")"
   die "$externaldns/go.mod has no toolchain line goMAJOR.MINOR.PATCH (got \"$edns_toolchain\")"
 
 kube_cmds=(kube-apiserver kubectl kubelet kubeadm kube-controller-manager kube-scheduler kube-proxy)
-binaries=("${kube_cmds[@]}" etcd metallb-controller metallb-speaker external-dns)
+binaries=("${kube_cmds[@]}" etcd metallb-controller metallb-speaker external-dns cert-manager-controller)
 
 # inputs: hash of everything that determines the binaries.
 inputs() {
@@ -57,9 +60,9 @@ inputs() {
     # (CI's fresh clone) finds the binaries up to date.
     (cd "$here/.." && sha256sum tools/go.mod tools/go.sum tools/build.sh tools/tools.go \
       images/go.mod images/go.sum tools/metallb/go.mod tools/metallb/go.sum \
-      tools/externaldns/go.mod tools/externaldns/go.sum)
+      tools/externaldns/go.mod tools/externaldns/go.sum tools/certmanager/go.mod tools/certmanager/go.sum)
     (cd "$here/.." && find images/etcd -maxdepth 1 -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum)
-    (cd "$here" && find metallb/_overlay externaldns/_overlay externaldns/stub -type f \( -name '*.go' -o -name go.mod \) |
+    (cd "$here" && find metallb/_overlay externaldns/_overlay externaldns/stub certmanager/_overlay -type f \( -name '*.go' -o -name go.mod \) |
       LC_ALL=C sort | xargs sha256sum)
   } | sha256sum | cut -d' ' -f1
 }
@@ -93,6 +96,8 @@ metallb_version="$(cd "$metallb" && go list -m -f '{{.Version}}' go.universe.tf/
   die "cannot read the version of go.universe.tf/metallb from $metallb/go.mod"
 edns_version="$(cd "$externaldns" && GOTOOLCHAIN="$edns_toolchain" go list -m -f '{{.Version}}' sigs.k8s.io/external-dns)" ||
   die "cannot read the version of sigs.k8s.io/external-dns from $externaldns/go.mod (with GOTOOLCHAIN=$edns_toolchain)"
+cm_version="$(cd "$certmanager" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)" ||
+  die "cannot read the version of github.com/cert-manager/cert-manager from $certmanager/go.mod"
 
 # Without these stamps the binaries report v0.0.0-master+$Format:...$, which kubectl
 # cannot parse; hack/lib/version.sh sets the same variables in both packages.
@@ -185,6 +190,40 @@ t0=$(date +%s)
   -o "$new/external-dns" sigs.k8s.io/external-dns)
 say "  external-dns built in $(( $(date +%s) - t0 ))s"
 
+# cert-manager's controller: its main and app (cmd/controller) are a module of their
+# own upstream, github.com/cert-manager/cert-manager/controller-binary, which the
+# module proxy does not serve (it lives under a path tag). Its code is small and
+# imports the root module's internal packages, so it is built inside a copy of the
+# root module (cert-manager's own go.mod and go.sum) with certmanager/_overlay's copy
+# of cmd/controller from the same tag, the import path of its app rewritten. The
+# Venafi issuer's client (github.com/Venafi/vcert/v5) is not served either: the two
+# Venafi controller packages are replaced by their names only (_overlay/pkg) and the
+# Venafi issuer's import dropped: marina's issuer is a CA issuer.
+say "go build github.com/cert-manager/cert-manager/cmd/controller ($cm_version) -> $BIN/cert-manager-controller"
+t0=$(date +%s)
+(cd "$certmanager" && go mod download github.com/cert-manager/cert-manager) ||
+  die "cannot download github.com/cert-manager/cert-manager (the require in $certmanager/go.mod)"
+cm_dir="$(cd "$certmanager" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"
+[ -d "$cm_dir/internal/cmd/util" ] ||
+  die "github.com/cert-manager/cert-manager in $certmanager/go.mod has no internal/cmd/util (dir \"$cm_dir\"); update certmanager/_overlay for this version"
+mkdir -p "$src/cert-manager"
+(cd "$cm_dir" && tar --exclude=./docs --exclude=./design --exclude=./logo -cf - .) | tar -C "$src/cert-manager" -xf -
+chmod -R u+w "$src/cert-manager"
+for d in pkg/controller/certificaterequests/venafi pkg/controller/certificatesigningrequests/venafi; do
+  [ -d "$src/cert-manager/$d" ] || die "cert-manager $cm_version has no $d; update certmanager/_overlay for this version"
+  rm -f "$src/cert-manager/$d"/*.go
+done
+cp -r "$certmanager/_overlay/." "$src/cert-manager/"
+grep -q 'pkg/issuer/venafi"' "$src/cert-manager/cmd/controller/app/start.go" ||
+  die "certmanager/_overlay/cmd/controller/app/start.go no longer imports the Venafi issuer; update build.sh"
+sed -i '/pkg\/issuer\/venafi"/d' "$src/cert-manager/cmd/controller/app/start.go"
+sed -i 's#github.com/cert-manager/cert-manager/controller-binary/#github.com/cert-manager/cert-manager/cmd/controller/#' \
+  "$src/cert-manager/cmd/controller/main.go" "$src/cert-manager/cmd/controller/app/"*.go
+(cd "$src/cert-manager" && go build -mod=mod -trimpath \
+  -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$cm_version" \
+  -o "$new/cert-manager-controller" ./cmd/controller)
+say "  cert-manager-controller built in $(( $(date +%s) - t0 ))s"
+
 # Smoke checks: the static binaries run and report the versions of the go.mod files.
 out="$("$new/kube-apiserver" --version 2>&1)" || die "kube-apiserver --version failed: $out"
 [ "$out" = "Kubernetes $version" ] || die "kube-apiserver --version printed \"$out\", want \"Kubernetes $version\""
@@ -209,6 +248,11 @@ out="$("$new/metallb-speaker" --help 2>&1)" || die "metallb-speaker --help faile
 grep -q -- "-ml-bindaddr" <<<"$out" || die "metallb-speaker --help does not list -ml-bindaddr: $out"
 out="$("$new/external-dns" --version 2>&1)" || die "external-dns --version failed: $out"
 [ "$out" = "$edns_version" ] || die "external-dns --version printed \"$out\", want \"$edns_version\""
+out="$("$new/cert-manager-controller" --help 2>&1)" || die "cert-manager-controller --help failed: $out"
+grep -q -- "--cluster-resource-namespace" <<<"$out" || die "cert-manager-controller --help does not list --cluster-resource-namespace: $out"
+out="$(go version -m "$new/cert-manager-controller")" || die "go version -m cert-manager-controller failed: $out"
+grep -Eq "^[[:space:]]mod[[:space:]]github.com/cert-manager/cert-manager[[:space:]]" <<<"$out" ||
+  die "cert-manager-controller was not built from github.com/cert-manager/cert-manager: $out"
 
 echo "$hash" >"$new/.inputs"
 rm -rf "$CACHE/kube/bin.old"
@@ -217,4 +261,4 @@ mv "$new" "$BIN"
 rm -rf "$CACHE/kube/bin.old"
 rm -rf "$src"
 say "built ${kube_cmds[*]} ($version), etcd ($etcd_version), metallb-controller and -speaker ($metallb_version)" \
-  "and external-dns ($edns_version) into $BIN in $(( $(date +%s) - start ))s"
+  "external-dns ($edns_version) and cert-manager-controller ($cm_version) into $BIN in $(( $(date +%s) - start ))s"

@@ -596,7 +596,10 @@ type Env struct {
 	Proxy *Proxy `protobuf:"bytes,19,opt,name=proxy,proto3" json:"proxy,omitempty"`
 	// The company's CA certificates (the config's trust.extraCAs), PEM, to
 	// trust beside the public roots for TLS connections to the outside.
-	ExtraCas      string `protobuf:"bytes,20,opt,name=extra_cas,json=extraCas,proto3" json:"extra_cas,omitempty"`
+	ExtraCas string `protobuf:"bytes,20,opt,name=extra_cas,json=extraCas,proto3" json:"extra_cas,omitempty"`
+	// The lab's CA (unset before the first marina up): the certificate for
+	// every plugin, the key only for plugins that declare capability lab.ca.
+	LabCa         *LabCA `protobuf:"bytes,21,opt,name=lab_ca,json=labCa,proto3" json:"lab_ca,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -771,6 +774,67 @@ func (x *Env) GetExtraCas() string {
 	return ""
 }
 
+func (x *Env) GetLabCa() *LabCA {
+	if x != nil {
+		return x.LabCa
+	}
+	return nil
+}
+
+// LabCA is the lab's certificate authority, PEM encoded.
+type LabCA struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Cert  string                 `protobuf:"bytes,1,opt,name=cert,proto3" json:"cert,omitempty"`
+	// PKCS #8 private key; empty unless the plugin declares lab.ca.
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabCA) Reset() {
+	*x = LabCA{}
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabCA) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabCA) ProtoMessage() {}
+
+func (x *LabCA) ProtoReflect() protoreflect.Message {
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabCA.ProtoReflect.Descriptor instead.
+func (*LabCA) Descriptor() ([]byte, []int) {
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LabCA) GetCert() string {
+	if x != nil {
+		return x.Cert
+	}
+	return ""
+}
+
+func (x *LabCA) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 // Proxy is a corporate network's HTTP(S) proxy. no_proxy lists what
 // bypasses it, the lab's own addresses included.
 type Proxy struct {
@@ -784,7 +848,7 @@ type Proxy struct {
 
 func (x *Proxy) Reset() {
 	*x = Proxy{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[7]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +860,7 @@ func (x *Proxy) String() string {
 func (*Proxy) ProtoMessage() {}
 
 func (x *Proxy) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[7]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +873,7 @@ func (x *Proxy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Proxy.ProtoReflect.Descriptor instead.
 func (*Proxy) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Proxy) GetHttp() string {
@@ -843,7 +907,7 @@ type DomainResolvers struct {
 
 func (x *DomainResolvers) Reset() {
 	*x = DomainResolvers{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[8]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +919,7 @@ func (x *DomainResolvers) String() string {
 func (*DomainResolvers) ProtoMessage() {}
 
 func (x *DomainResolvers) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[8]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +932,7 @@ func (x *DomainResolvers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainResolvers.ProtoReflect.Descriptor instead.
 func (*DomainResolvers) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DomainResolvers) GetDomain() string {
@@ -898,7 +962,7 @@ type Mirror struct {
 
 func (x *Mirror) Reset() {
 	*x = Mirror{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[9]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +974,7 @@ func (x *Mirror) String() string {
 func (*Mirror) ProtoMessage() {}
 
 func (x *Mirror) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[9]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +987,7 @@ func (x *Mirror) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mirror.ProtoReflect.Descriptor instead.
 func (*Mirror) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Mirror) GetName() string {
@@ -986,7 +1050,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[10]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1062,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[10]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1075,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{10}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Cluster) GetName() string {
@@ -1115,7 +1179,7 @@ type AddressRange struct {
 
 func (x *AddressRange) Reset() {
 	*x = AddressRange{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[11]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1191,7 @@ func (x *AddressRange) String() string {
 func (*AddressRange) ProtoMessage() {}
 
 func (x *AddressRange) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[11]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1204,7 @@ func (x *AddressRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddressRange.ProtoReflect.Descriptor instead.
 func (*AddressRange) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{11}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AddressRange) GetFirst() string {
@@ -1175,7 +1239,7 @@ type HookRequest struct {
 
 func (x *HookRequest) Reset() {
 	*x = HookRequest{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[12]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1251,7 @@ func (x *HookRequest) String() string {
 func (*HookRequest) ProtoMessage() {}
 
 func (x *HookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[12]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1264,7 @@ func (x *HookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookRequest.ProtoReflect.Descriptor instead.
 func (*HookRequest) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HookRequest) GetHook() Hook {
@@ -1254,7 +1318,7 @@ type Outputs struct {
 
 func (x *Outputs) Reset() {
 	*x = Outputs{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[13]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1330,7 @@ func (x *Outputs) String() string {
 func (*Outputs) ProtoMessage() {}
 
 func (x *Outputs) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[13]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1343,7 @@ func (x *Outputs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outputs.ProtoReflect.Descriptor instead.
 func (*Outputs) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Outputs) GetValues() map[string]string {
@@ -1302,7 +1366,7 @@ type HookEvent struct {
 
 func (x *HookEvent) Reset() {
 	*x = HookEvent{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1378,7 @@ func (x *HookEvent) String() string {
 func (*HookEvent) ProtoMessage() {}
 
 func (x *HookEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1391,7 @@ func (x *HookEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookEvent.ProtoReflect.Descriptor instead.
 func (*HookEvent) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HookEvent) GetEvent() isHookEvent_Event {
@@ -1380,7 +1444,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1456,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1469,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Progress) GetMessage() string {
@@ -1437,7 +1501,7 @@ type HookResult struct {
 
 func (x *HookResult) Reset() {
 	*x = HookResult{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1513,7 @@ func (x *HookResult) String() string {
 func (*HookResult) ProtoMessage() {}
 
 func (x *HookResult) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1526,7 @@ func (x *HookResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookResult.ProtoReflect.Descriptor instead.
 func (*HookResult) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HookResult) GetOutputs() map[string]string {
@@ -1510,7 +1574,7 @@ type Steady struct {
 
 func (x *Steady) Reset() {
 	*x = Steady{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1586,7 @@ func (x *Steady) String() string {
 func (*Steady) ProtoMessage() {}
 
 func (x *Steady) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1599,7 @@ func (x *Steady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Steady.ProtoReflect.Descriptor instead.
 func (*Steady) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Steady) GetContainers() []*SteadyContainer {
@@ -1558,7 +1622,7 @@ type SteadyContainer struct {
 
 func (x *SteadyContainer) Reset() {
 	*x = SteadyContainer{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1634,7 @@ func (x *SteadyContainer) String() string {
 func (*SteadyContainer) ProtoMessage() {}
 
 func (x *SteadyContainer) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1647,7 @@ func (x *SteadyContainer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteadyContainer.ProtoReflect.Descriptor instead.
 func (*SteadyContainer) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SteadyContainer) GetId() string {
@@ -1618,7 +1682,7 @@ type KindContribution struct {
 
 func (x *KindContribution) Reset() {
 	*x = KindContribution{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1694,7 @@ func (x *KindContribution) String() string {
 func (*KindContribution) ProtoMessage() {}
 
 func (x *KindContribution) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1707,7 @@ func (x *KindContribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KindContribution.ProtoReflect.Descriptor instead.
 func (*KindContribution) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KindContribution) GetContainerdConfigPatches() []string {
@@ -1694,7 +1758,7 @@ type NodeFile struct {
 
 func (x *NodeFile) Reset() {
 	*x = NodeFile{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1770,7 @@ func (x *NodeFile) String() string {
 func (*NodeFile) ProtoMessage() {}
 
 func (x *NodeFile) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1783,7 @@ func (x *NodeFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeFile.ProtoReflect.Descriptor instead.
 func (*NodeFile) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeFile) GetPath() string {
@@ -1756,7 +1820,7 @@ type PortMapping struct {
 
 func (x *PortMapping) Reset() {
 	*x = PortMapping{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1832,7 @@ func (x *PortMapping) String() string {
 func (*PortMapping) ProtoMessage() {}
 
 func (x *PortMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1845,7 @@ func (x *PortMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortMapping.ProtoReflect.Descriptor instead.
 func (*PortMapping) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PortMapping) GetContainerPort() int32 {
@@ -1827,7 +1891,7 @@ type HostChange struct {
 
 func (x *HostChange) Reset() {
 	*x = HostChange{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +1903,7 @@ func (x *HostChange) String() string {
 func (*HostChange) ProtoMessage() {}
 
 func (x *HostChange) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +1916,7 @@ func (x *HostChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostChange.ProtoReflect.Descriptor instead.
 func (*HostChange) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HostChange) GetChange() isHostChange_Change {
@@ -1902,7 +1966,7 @@ type ResolverChange struct {
 
 func (x *ResolverChange) Reset() {
 	*x = ResolverChange{}
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +1978,7 @@ func (x *ResolverChange) String() string {
 func (*ResolverChange) ProtoMessage() {}
 
 func (x *ResolverChange) ProtoReflect() protoreflect.Message {
-	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_marina_plugin_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +1991,7 @@ func (x *ResolverChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolverChange.ProtoReflect.Descriptor instead.
 func (*ResolverChange) Descriptor() ([]byte, []int) {
-	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_marina_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResolverChange) GetDomain() string {
@@ -1998,7 +2062,7 @@ const file_marina_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
-	"\x10SEVERITY_WARNING\x10\x02\"\xc6\x06\n" +
+	"\x10SEVERITY_WARNING\x10\x02\"\xf6\x06\n" +
 	"\x03Env\x12!\n" +
 	"\fhost_version\x18\x01 \x01(\tR\vhostVersion\x12\x17\n" +
 	"\avm_name\x18\x02 \x01(\tR\x06vmName\x12\x16\n" +
@@ -2022,10 +2086,14 @@ const file_marina_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x16registry_cache_storage\x18\x11 \x01(\tR\x14registryCacheStorage\x12,\n" +
 	"\x12registry_cache_dir\x18\x12 \x01(\tR\x10registryCacheDir\x12-\n" +
 	"\x05proxy\x18\x13 \x01(\v2\x17.marina.plugin.v1.ProxyR\x05proxy\x12\x1b\n" +
-	"\textra_cas\x18\x14 \x01(\tR\bextraCas\x1a9\n" +
+	"\textra_cas\x18\x14 \x01(\tR\bextraCas\x12.\n" +
+	"\x06lab_ca\x18\x15 \x01(\v2\x17.marina.plugin.v1.LabCAR\x05labCa\x1a9\n" +
 	"\vImagesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"-\n" +
+	"\x05LabCA\x12\x12\n" +
+	"\x04cert\x18\x01 \x01(\tR\x04cert\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"L\n" +
 	"\x05Proxy\x12\x12\n" +
 	"\x04http\x18\x01 \x01(\tR\x04http\x12\x14\n" +
 	"\x05https\x18\x02 \x01(\tR\x05https\x12\x19\n" +
@@ -2160,7 +2228,7 @@ func file_marina_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_marina_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_marina_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_marina_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_marina_plugin_v1_plugin_proto_goTypes = []any{
 	(Hook)(0),                      // 0: marina.plugin.v1.Hook
 	(Diagnostic_Severity)(0),       // 1: marina.plugin.v1.Diagnostic.Severity
@@ -2171,72 +2239,74 @@ var file_marina_plugin_v1_plugin_proto_goTypes = []any{
 	(*ValidateConfigResponse)(nil), // 6: marina.plugin.v1.ValidateConfigResponse
 	(*Diagnostic)(nil),             // 7: marina.plugin.v1.Diagnostic
 	(*Env)(nil),                    // 8: marina.plugin.v1.Env
-	(*Proxy)(nil),                  // 9: marina.plugin.v1.Proxy
-	(*DomainResolvers)(nil),        // 10: marina.plugin.v1.DomainResolvers
-	(*Mirror)(nil),                 // 11: marina.plugin.v1.Mirror
-	(*Cluster)(nil),                // 12: marina.plugin.v1.Cluster
-	(*AddressRange)(nil),           // 13: marina.plugin.v1.AddressRange
-	(*HookRequest)(nil),            // 14: marina.plugin.v1.HookRequest
-	(*Outputs)(nil),                // 15: marina.plugin.v1.Outputs
-	(*HookEvent)(nil),              // 16: marina.plugin.v1.HookEvent
-	(*Progress)(nil),               // 17: marina.plugin.v1.Progress
-	(*HookResult)(nil),             // 18: marina.plugin.v1.HookResult
-	(*Steady)(nil),                 // 19: marina.plugin.v1.Steady
-	(*SteadyContainer)(nil),        // 20: marina.plugin.v1.SteadyContainer
-	(*KindContribution)(nil),       // 21: marina.plugin.v1.KindContribution
-	(*NodeFile)(nil),               // 22: marina.plugin.v1.NodeFile
-	(*PortMapping)(nil),            // 23: marina.plugin.v1.PortMapping
-	(*HostChange)(nil),             // 24: marina.plugin.v1.HostChange
-	(*ResolverChange)(nil),         // 25: marina.plugin.v1.ResolverChange
-	nil,                            // 26: marina.plugin.v1.Description.TimeoutsMsEntry
-	nil,                            // 27: marina.plugin.v1.Env.ImagesEntry
-	nil,                            // 28: marina.plugin.v1.Cluster.LabelsEntry
-	nil,                            // 29: marina.plugin.v1.HookRequest.DependencyOutputsEntry
-	nil,                            // 30: marina.plugin.v1.Outputs.ValuesEntry
-	nil,                            // 31: marina.plugin.v1.HookResult.OutputsEntry
-	nil,                            // 32: marina.plugin.v1.KindContribution.NodeLabelsEntry
+	(*LabCA)(nil),                  // 9: marina.plugin.v1.LabCA
+	(*Proxy)(nil),                  // 10: marina.plugin.v1.Proxy
+	(*DomainResolvers)(nil),        // 11: marina.plugin.v1.DomainResolvers
+	(*Mirror)(nil),                 // 12: marina.plugin.v1.Mirror
+	(*Cluster)(nil),                // 13: marina.plugin.v1.Cluster
+	(*AddressRange)(nil),           // 14: marina.plugin.v1.AddressRange
+	(*HookRequest)(nil),            // 15: marina.plugin.v1.HookRequest
+	(*Outputs)(nil),                // 16: marina.plugin.v1.Outputs
+	(*HookEvent)(nil),              // 17: marina.plugin.v1.HookEvent
+	(*Progress)(nil),               // 18: marina.plugin.v1.Progress
+	(*HookResult)(nil),             // 19: marina.plugin.v1.HookResult
+	(*Steady)(nil),                 // 20: marina.plugin.v1.Steady
+	(*SteadyContainer)(nil),        // 21: marina.plugin.v1.SteadyContainer
+	(*KindContribution)(nil),       // 22: marina.plugin.v1.KindContribution
+	(*NodeFile)(nil),               // 23: marina.plugin.v1.NodeFile
+	(*PortMapping)(nil),            // 24: marina.plugin.v1.PortMapping
+	(*HostChange)(nil),             // 25: marina.plugin.v1.HostChange
+	(*ResolverChange)(nil),         // 26: marina.plugin.v1.ResolverChange
+	nil,                            // 27: marina.plugin.v1.Description.TimeoutsMsEntry
+	nil,                            // 28: marina.plugin.v1.Env.ImagesEntry
+	nil,                            // 29: marina.plugin.v1.Cluster.LabelsEntry
+	nil,                            // 30: marina.plugin.v1.HookRequest.DependencyOutputsEntry
+	nil,                            // 31: marina.plugin.v1.Outputs.ValuesEntry
+	nil,                            // 32: marina.plugin.v1.HookResult.OutputsEntry
+	nil,                            // 33: marina.plugin.v1.KindContribution.NodeLabelsEntry
 }
 var file_marina_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: marina.plugin.v1.Description.hooks:type_name -> marina.plugin.v1.Hook
 	4,  // 1: marina.plugin.v1.Description.dependencies:type_name -> marina.plugin.v1.Dependency
-	26, // 2: marina.plugin.v1.Description.timeouts_ms:type_name -> marina.plugin.v1.Description.TimeoutsMsEntry
+	27, // 2: marina.plugin.v1.Description.timeouts_ms:type_name -> marina.plugin.v1.Description.TimeoutsMsEntry
 	7,  // 3: marina.plugin.v1.ValidateConfigResponse.diagnostics:type_name -> marina.plugin.v1.Diagnostic
 	1,  // 4: marina.plugin.v1.Diagnostic.severity:type_name -> marina.plugin.v1.Diagnostic.Severity
-	27, // 5: marina.plugin.v1.Env.images:type_name -> marina.plugin.v1.Env.ImagesEntry
-	10, // 6: marina.plugin.v1.Env.custom_dns_resolvers:type_name -> marina.plugin.v1.DomainResolvers
-	11, // 7: marina.plugin.v1.Env.mirrors:type_name -> marina.plugin.v1.Mirror
-	9,  // 8: marina.plugin.v1.Env.proxy:type_name -> marina.plugin.v1.Proxy
-	13, // 9: marina.plugin.v1.Cluster.metallb_pools:type_name -> marina.plugin.v1.AddressRange
-	28, // 10: marina.plugin.v1.Cluster.labels:type_name -> marina.plugin.v1.Cluster.LabelsEntry
-	0,  // 11: marina.plugin.v1.HookRequest.hook:type_name -> marina.plugin.v1.Hook
-	8,  // 12: marina.plugin.v1.HookRequest.env:type_name -> marina.plugin.v1.Env
-	12, // 13: marina.plugin.v1.HookRequest.cluster:type_name -> marina.plugin.v1.Cluster
-	29, // 14: marina.plugin.v1.HookRequest.dependency_outputs:type_name -> marina.plugin.v1.HookRequest.DependencyOutputsEntry
-	30, // 15: marina.plugin.v1.Outputs.values:type_name -> marina.plugin.v1.Outputs.ValuesEntry
-	17, // 16: marina.plugin.v1.HookEvent.progress:type_name -> marina.plugin.v1.Progress
-	18, // 17: marina.plugin.v1.HookEvent.result:type_name -> marina.plugin.v1.HookResult
-	31, // 18: marina.plugin.v1.HookResult.outputs:type_name -> marina.plugin.v1.HookResult.OutputsEntry
-	21, // 19: marina.plugin.v1.HookResult.kind:type_name -> marina.plugin.v1.KindContribution
-	24, // 20: marina.plugin.v1.HookResult.host_changes:type_name -> marina.plugin.v1.HostChange
-	7,  // 21: marina.plugin.v1.HookResult.diagnostics:type_name -> marina.plugin.v1.Diagnostic
-	19, // 22: marina.plugin.v1.HookResult.steady:type_name -> marina.plugin.v1.Steady
-	20, // 23: marina.plugin.v1.Steady.containers:type_name -> marina.plugin.v1.SteadyContainer
-	22, // 24: marina.plugin.v1.KindContribution.node_files:type_name -> marina.plugin.v1.NodeFile
-	32, // 25: marina.plugin.v1.KindContribution.node_labels:type_name -> marina.plugin.v1.KindContribution.NodeLabelsEntry
-	23, // 26: marina.plugin.v1.KindContribution.port_mappings:type_name -> marina.plugin.v1.PortMapping
-	25, // 27: marina.plugin.v1.HostChange.resolver:type_name -> marina.plugin.v1.ResolverChange
-	15, // 28: marina.plugin.v1.HookRequest.DependencyOutputsEntry.value:type_name -> marina.plugin.v1.Outputs
-	2,  // 29: marina.plugin.v1.Plugin.Describe:input_type -> marina.plugin.v1.DescribeRequest
-	5,  // 30: marina.plugin.v1.Plugin.ValidateConfig:input_type -> marina.plugin.v1.ValidateConfigRequest
-	14, // 31: marina.plugin.v1.Plugin.RunHook:input_type -> marina.plugin.v1.HookRequest
-	3,  // 32: marina.plugin.v1.Plugin.Describe:output_type -> marina.plugin.v1.Description
-	6,  // 33: marina.plugin.v1.Plugin.ValidateConfig:output_type -> marina.plugin.v1.ValidateConfigResponse
-	16, // 34: marina.plugin.v1.Plugin.RunHook:output_type -> marina.plugin.v1.HookEvent
-	32, // [32:35] is the sub-list for method output_type
-	29, // [29:32] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	28, // 5: marina.plugin.v1.Env.images:type_name -> marina.plugin.v1.Env.ImagesEntry
+	11, // 6: marina.plugin.v1.Env.custom_dns_resolvers:type_name -> marina.plugin.v1.DomainResolvers
+	12, // 7: marina.plugin.v1.Env.mirrors:type_name -> marina.plugin.v1.Mirror
+	10, // 8: marina.plugin.v1.Env.proxy:type_name -> marina.plugin.v1.Proxy
+	9,  // 9: marina.plugin.v1.Env.lab_ca:type_name -> marina.plugin.v1.LabCA
+	14, // 10: marina.plugin.v1.Cluster.metallb_pools:type_name -> marina.plugin.v1.AddressRange
+	29, // 11: marina.plugin.v1.Cluster.labels:type_name -> marina.plugin.v1.Cluster.LabelsEntry
+	0,  // 12: marina.plugin.v1.HookRequest.hook:type_name -> marina.plugin.v1.Hook
+	8,  // 13: marina.plugin.v1.HookRequest.env:type_name -> marina.plugin.v1.Env
+	13, // 14: marina.plugin.v1.HookRequest.cluster:type_name -> marina.plugin.v1.Cluster
+	30, // 15: marina.plugin.v1.HookRequest.dependency_outputs:type_name -> marina.plugin.v1.HookRequest.DependencyOutputsEntry
+	31, // 16: marina.plugin.v1.Outputs.values:type_name -> marina.plugin.v1.Outputs.ValuesEntry
+	18, // 17: marina.plugin.v1.HookEvent.progress:type_name -> marina.plugin.v1.Progress
+	19, // 18: marina.plugin.v1.HookEvent.result:type_name -> marina.plugin.v1.HookResult
+	32, // 19: marina.plugin.v1.HookResult.outputs:type_name -> marina.plugin.v1.HookResult.OutputsEntry
+	22, // 20: marina.plugin.v1.HookResult.kind:type_name -> marina.plugin.v1.KindContribution
+	25, // 21: marina.plugin.v1.HookResult.host_changes:type_name -> marina.plugin.v1.HostChange
+	7,  // 22: marina.plugin.v1.HookResult.diagnostics:type_name -> marina.plugin.v1.Diagnostic
+	20, // 23: marina.plugin.v1.HookResult.steady:type_name -> marina.plugin.v1.Steady
+	21, // 24: marina.plugin.v1.Steady.containers:type_name -> marina.plugin.v1.SteadyContainer
+	23, // 25: marina.plugin.v1.KindContribution.node_files:type_name -> marina.plugin.v1.NodeFile
+	33, // 26: marina.plugin.v1.KindContribution.node_labels:type_name -> marina.plugin.v1.KindContribution.NodeLabelsEntry
+	24, // 27: marina.plugin.v1.KindContribution.port_mappings:type_name -> marina.plugin.v1.PortMapping
+	26, // 28: marina.plugin.v1.HostChange.resolver:type_name -> marina.plugin.v1.ResolverChange
+	16, // 29: marina.plugin.v1.HookRequest.DependencyOutputsEntry.value:type_name -> marina.plugin.v1.Outputs
+	2,  // 30: marina.plugin.v1.Plugin.Describe:input_type -> marina.plugin.v1.DescribeRequest
+	5,  // 31: marina.plugin.v1.Plugin.ValidateConfig:input_type -> marina.plugin.v1.ValidateConfigRequest
+	15, // 32: marina.plugin.v1.Plugin.RunHook:input_type -> marina.plugin.v1.HookRequest
+	3,  // 33: marina.plugin.v1.Plugin.Describe:output_type -> marina.plugin.v1.Description
+	6,  // 34: marina.plugin.v1.Plugin.ValidateConfig:output_type -> marina.plugin.v1.ValidateConfigResponse
+	17, // 35: marina.plugin.v1.Plugin.RunHook:output_type -> marina.plugin.v1.HookEvent
+	33, // [33:36] is the sub-list for method output_type
+	30, // [30:33] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_marina_plugin_v1_plugin_proto_init() }
@@ -2244,11 +2314,11 @@ func file_marina_plugin_v1_plugin_proto_init() {
 	if File_marina_plugin_v1_plugin_proto != nil {
 		return
 	}
-	file_marina_plugin_v1_plugin_proto_msgTypes[14].OneofWrappers = []any{
+	file_marina_plugin_v1_plugin_proto_msgTypes[15].OneofWrappers = []any{
 		(*HookEvent_Progress)(nil),
 		(*HookEvent_Result)(nil),
 	}
-	file_marina_plugin_v1_plugin_proto_msgTypes[22].OneofWrappers = []any{
+	file_marina_plugin_v1_plugin_proto_msgTypes[23].OneofWrappers = []any{
 		(*HostChange_Resolver)(nil),
 	}
 	type x struct{}
@@ -2257,7 +2327,7 @@ func file_marina_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_marina_plugin_v1_plugin_proto_rawDesc), len(file_marina_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
