@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/bcollard/marina/core/pluginset"
+	"github.com/bcollard/marina/plugins/certmanager"
 	"github.com/bcollard/marina/plugins/coredns"
 	"github.com/bcollard/marina/plugins/externaldns"
 	"github.com/bcollard/marina/plugins/localdns"
@@ -14,6 +15,7 @@ import (
 // itself as `marina plugin-server NAME`, the path third-party plugins take.
 func builtins() pluginset.Builtins {
 	return pluginset.Builtins{
+		"certmanager": certmanager.New,
 		"coredns":     coredns.New,
 		"externaldns": externaldns.New,
 		"localdns":    localdns.New,

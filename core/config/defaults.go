@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Pinned versions and images. The kind node version is the one the kind
 // library marina builds against (sigs.k8s.io/kind v0.33.0) defaults to.
@@ -15,11 +18,22 @@ const (
 	DefaultDNSEtcdImage     = "quay.io/coreos/etcd:v3.7.3"
 	DefaultDNSServerImage   = "docker.io/coredns/coredns:1.15.0"
 	DefaultExternalDNSImage = "registry.k8s.io/external-dns/external-dns:v0.23.0"
-	DefaultCacheStorage     = "host"
+	// DefaultCertManagerControllerImage is cert-manager's controller, which
+	// the certmanager plugin runs in every cluster.
+	DefaultCertManagerControllerImage = "quay.io/jetstack/cert-manager-controller:v1.21.1"
+	DefaultCacheStorage               = "host"
 )
 
-// BuiltinPlugins are the plugins that ship inside the marina binary, enabled by default.
-var BuiltinPlugins = []string{"registries", "localdns", "metallb", "coredns", "externaldns"}
+// BuiltinPlugins are the plugins that ship inside the marina binary, enabled
+// by default except those in OptInBuiltins.
+var BuiltinPlugins = []string{"registries", "localdns", "metallb", "coredns", "externaldns", "certmanager"}
+
+// OptInBuiltins are the built-in plugins a user enables with one line
+// (`marina plugin enable NAME`, or plugins.NAME.enabled: true). certmanager
+// is one: it runs a controller in every cluster, and the certificates it
+// issues are trusted by the user's machine only after the other opt-in,
+// `marina trust install` (docs/networking.md, "HTTPS by name").
+var OptInBuiltins = []string{"certmanager"}
 
 // DefaultMirrors returns the default pull-through mirrors (a fresh slice each call).
 func DefaultMirrors() []Mirror {
@@ -36,7 +50,7 @@ func DefaultMirrors() []Mirror {
 func Default() *Config {
 	plugins := make(map[string]PluginConfig, len(BuiltinPlugins))
 	for _, name := range BuiltinPlugins {
-		plugins[name] = PluginConfig{Enabled: true}
+		plugins[name] = PluginConfig{Enabled: !slices.Contains(OptInBuiltins, name)}
 	}
 	return &Config{
 		VM: VM{
@@ -79,6 +93,8 @@ func Default() *Config {
 			DNSEtcd:     DefaultDNSEtcdImage,
 			DNSServer:   DefaultDNSServerImage,
 			ExternalDNS: DefaultExternalDNSImage,
+
+			CertManagerController: DefaultCertManagerControllerImage,
 		},
 	}
 }

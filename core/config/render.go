@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -261,7 +262,7 @@ func Reference() string {
 			}
 		}
 		if section.kind() == kindStructMap {
-			fmt.Fprintf(&b, "| `%s.<name>` | mapping | %s | | %s |\n", section.Key, "built-ins: "+strings.Join(BuiltinPlugins, ", ")+" (enabled)", escape(section.Doc))
+			fmt.Fprintf(&b, "| `%s.<name>` | mapping | %s | | %s |\n", section.Key, "built-ins: "+builtinDefaults(), escape(section.Doc))
 			rows(section.Elem, section.Key+".<name>")
 		} else {
 			rows(section, section.Key)
@@ -325,3 +326,16 @@ func docDefault(def *Config, f *field, addressable bool) string {
 }
 
 func escape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+// builtinDefaults lists the built-in plugins with their default state.
+func builtinDefaults() string {
+	var on, off []string
+	for _, b := range BuiltinPlugins {
+		if slices.Contains(OptInBuiltins, b) {
+			off = append(off, b)
+		} else {
+			on = append(on, b)
+		}
+	}
+	return strings.Join(on, ", ") + " (enabled); " + strings.Join(off, ", ") + " (disabled: opt-in)"
+}

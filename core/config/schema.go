@@ -126,7 +126,7 @@ type PluginTrust struct {
 // CapabilityLimit caps the capabilities of the plugins from some sources.
 type CapabilityLimit struct {
 	Sources []string `yaml:"sources" doc:"The plugin sources the rule covers, as prefixes (e.g. oci://registry.example.com/contrib/); empty: every installed plugin (built-ins are not covered)."`
-	Allow   []string `yaml:"allow" doc:"The capabilities those plugins may declare: docker, kubeconfig, host.resolver, registry.credentials; empty: none."`
+	Allow   []string `yaml:"allow" doc:"The capabilities those plugins may declare: docker, kubeconfig, host.resolver, registry.credentials, lab.ca; empty: none."`
 }
 
 // TrustedKey is one trusted public key.
@@ -145,4 +145,6 @@ type Images struct {
 	MetalLBController string `yaml:"metallbController" doc:"MetalLB controller image; empty means quay.io/metallb/controller:<kind.metalLBVersion>."`
 	MetalLBSpeaker    string `yaml:"metallbSpeaker" doc:"MetalLB speaker image; empty means quay.io/metallb/speaker:<kind.metalLBVersion>."`
 	ExternalDNS       string `yaml:"externalDNS" doc:"ExternalDNS image deployed in every cluster."`
+	// CertManagerController is run by the opt-in certmanager plugin.
+	CertManagerController string `yaml:"certManagerController" doc:"cert-manager controller image deployed in every cluster by the certmanager plugin (opt-in)."`
 }

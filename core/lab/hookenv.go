@@ -28,6 +28,9 @@ const (
 	ImageMetalLBController = "metallbController"
 	ImageMetalLBSpeaker    = "metallbSpeaker"
 	ImageExternalDNS       = "externalDNS"
+	// ImageCertManagerController is cert-manager's controller (the
+	// certmanager plugin).
+	ImageCertManagerController = "certManagerController"
 )
 
 // Runtime holds the facts that come from the running lab rather than the
@@ -143,5 +146,7 @@ func Images(cfg *config.Config) map[string]string {
 		ImageMetalLBController: pick(im.MetalLBController, "quay.io/metallb/controller:"+cfg.Kind.MetalLBVersion),
 		ImageMetalLBSpeaker:    pick(im.MetalLBSpeaker, "quay.io/metallb/speaker:"+cfg.Kind.MetalLBVersion),
 		ImageExternalDNS:       pick(im.ExternalDNS, config.DefaultExternalDNSImage),
+
+		ImageCertManagerController: pick(im.CertManagerController, config.DefaultCertManagerControllerImage),
 	}
 }
