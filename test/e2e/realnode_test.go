@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,10 +24,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bcollard/marina/core/kind"
+	"github.com/bcollard/marina/plugins/certmanager"
 	"github.com/bcollard/marina/plugins/externaldns"
 	"github.com/bcollard/marina/plugins/metallb"
 	"github.com/bcollard/marina/sdk/dockertest"
@@ -156,9 +164,11 @@ func TestRealNodes(t *testing.T) {
 	l, proxy := startRealLabBehindProxy(t)
 	up := startUpstream(t)
 	const dev = "e2e-dev"
+	// HTTPS by name (issue 25): the opt-in built-in, enabled as a user does.
+	l.run(t, time.Minute, "plugin", "enable", certmanager.Name)
 
 	var nodeVolumes []string
-	t.Run("1 cluster create with every built-in: node Ready, MetalLB, CoreDNS, ExternalDNS running", func(t *testing.T) {
+	t.Run("1 cluster create with every built-in: node Ready, MetalLB, CoreDNS, ExternalDNS, cert-manager running", func(t *testing.T) {
 		l.createCluster(t, dev)
 		checkCreated(t, l, dev, l.slots[0])
 		checkRunning(t, l.clientset(t, dev))
@@ -203,6 +213,46 @@ func TestRealNodes(t *testing.T) {
 		}
 		if byName.Host != fqdn {
 			t.Errorf("by name, the pod saw Host %q; want %q", byName.Host, fqdn)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("2b HTTPS by name: issuer marina (the lab CA) signs the Service's name, the pod serves it, this machine verifies it against the lab CA", func(t *testing.T) {
+		const svc = "secure"
+		name := svc + ".default." + dev + "." + zone
+		issued := time.Now()
+		requestCertificate(t, l, dev, "default", svc+"-tls", name)
+		t.Logf("Certificate for %s Ready (issued by ClusterIssuer %s) in %s", name, certmanager.IssuerName, time.Since(issued).Round(time.Millisecond))
+		cs := l.clientset(t, dev)
+		deployEcho(t, cs, "default", svc, func(p *corev1.PodSpec) {
+			p.Volumes = append(p.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: svc + "-tls"}}})
+			c := &p.Containers[0]
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/tls", ReadOnly: true})
+			c.Env = append(c.Env, corev1.EnvVar{Name: "TLS_CERT_FILE", Value: "/tls/tls.crt"}, corev1.EnvVar{Name: "TLS_KEY_FILE", Value: "/tls/tls.key"})
+			c.Ports = append(c.Ports, corev1.ContainerPort{Name: "https", ContainerPort: 8443})
+		})
+		created := time.Now()
+		secureVIP := exposePort(t, cs, svc, "default", 443, 8443)
+		waitName(t, name, []netip.Addr{secureVIP})
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(readFile(t, filepath.Join(l.home, ".marina", "ca", "ca.crt"))) {
+			t.Fatal("the lab's CA certificate is not PEM")
+		}
+		var a echoAnswer
+		dockertest.WaitFor(t, httpTimeout, 200*time.Millisecond, "a 200 from https://"+name+"/ verified against the lab CA", func() error {
+			var err error
+			a, err = httpsGet(netip.AddrPortFrom(resolve(t, name)[0], 443), name, roots)
+			return err
+		})
+		t.Logf("Service %s created -> first verified HTTPS 200 by name: %s", svc, time.Since(created).Round(time.Millisecond))
+		if pods := echoPods(t, cs, "default", svc); !slices.Contains(pods, a.Pod) || a.Host != name {
+			t.Errorf("https://%s/ was answered by pod %q (Host %q); want one of %v", name, a.Pod, a.Host, pods)
+		}
+		// The verification is real: without the lab CA the same GET fails.
+		if _, err := httpsGet(netip.AddrPortFrom(secureVIP, 443), name, x509.NewCertPool()); err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+			t.Errorf("a GET trusting no CA = %v; want an unknown-authority error", err)
 		}
 	})
 	if t.Failed() {
@@ -350,7 +400,7 @@ func runPod(t testing.TB, cs kubernetes.Interface, ns, name, image string, args 
 // MetalLB's controller and speaker, CoreDNS and ExternalDNS.
 func checkRunning(t testing.TB, cs kubernetes.Interface) {
 	t.Helper()
-	dockertest.WaitFor(t, podsTimeout, time.Second, "the node Ready and MetalLB, CoreDNS, ExternalDNS available", func() error {
+	dockertest.WaitFor(t, podsTimeout, time.Second, "the node Ready and MetalLB, CoreDNS, ExternalDNS, cert-manager available", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -362,7 +412,7 @@ func checkRunning(t testing.TB, cs kubernetes.Interface) {
 				return fmt.Errorf("node %s not Ready", n.Name)
 			}
 		}
-		for _, d := range [][2]string{{metallb.Namespace, "controller"}, {"kube-system", "coredns"}, {externaldns.Namespace, externaldns.AppName}} {
+		for _, d := range [][2]string{{metallb.Namespace, "controller"}, {"kube-system", "coredns"}, {externaldns.Namespace, externaldns.AppName}, {certmanager.Namespace, certmanager.Deployment}} {
 			dep, err := cs.AppsV1().Deployments(d[0]).Get(ctx, d[1], metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -400,8 +450,8 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 }
 
 // deployEcho creates a Deployment name of the echo server (label app=name,
-// port 8080) and waits for it to be available.
-func deployEcho(t testing.TB, cs kubernetes.Interface, ns, name string) {
+// port 8080), changed by edits, and waits for it to be available.
+func deployEcho(t testing.TB, cs kubernetes.Interface, ns, name string, edits ...func(*corev1.PodSpec)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -411,7 +461,7 @@ func deployEcho(t testing.TB, cs kubernetes.Interface, ns, name string) {
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 	}
-	_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
@@ -429,7 +479,11 @@ func deployEcho(t testing.TB, cs kubernetes.Interface, ns, name string) {
 				}}},
 			},
 		},
-	}, metav1.CreateOptions{})
+	}
+	for _, edit := range edits {
+		edit(&d.Spec.Template.Spec)
+	}
+	_, err := cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -658,4 +712,107 @@ func mirrorCache(t testing.TB) string {
 		t.Fatalf("the mirror %s mounts no cache at /var/lib/registry", mirrorName)
 	}
 	return dir
+}
+
+// requestCertificate creates a Certificate for dnsName from ClusterIssuer
+// marina in cluster name and waits until it is Ready (its Secret secret
+// written).
+func requestCertificate(t testing.TB, l *lab, name, ns, secret, dnsName string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.kubeconfigPath(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = dyn.Resource(gvr).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+		"metadata": map[string]any{"name": secret, "namespace": ns},
+		"spec": map[string]any{
+			"secretName": secret, "dnsNames": []any{dnsName},
+			"issuerRef": map[string]any{"kind": "ClusterIssuer", "name": certmanager.IssuerName, "group": "cert-manager.io"},
+		},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockertest.WaitFor(t, time.Minute, 200*time.Millisecond, "Certificate "+ns+"/"+secret+" Ready", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		u, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, secret, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+				if m["status"] == "True" {
+					return nil
+				}
+				return fmt.Errorf("Ready %v: %v", m["status"], m["message"])
+			}
+		}
+		return errors.New("no Ready condition yet")
+	})
+}
+
+// exposePort creates a LoadBalancer Service svc for app=svc, port to
+// targetPort, and returns its VIP.
+func exposePort(t testing.TB, cs kubernetes.Interface, svc, ns string, port, targetPort int32) netip.Addr {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: svc},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": svc},
+			Ports:    []corev1.ServicePort{{Name: "https", Port: port, TargetPort: intstr.FromInt32(targetPort)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return waitVIP(t, cs, svc, ns)
+}
+
+// httpsGet sends GET https://host/ to addr (a container network of this
+// machine only), verifying the server's certificate for host against
+// roots alone, and decodes the echo server's answer.
+func httpsGet(addr netip.AddrPort, host string, roots *x509.CertPool) (echoAnswer, error) {
+	var a echoAnswer
+	if err := dockertest.CheckLocal(addr.Addr()); err != nil {
+		return a, err
+	}
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr.String())
+		}}
+	resp, err := (&http.Client{Timeout: 5 * time.Second, Transport: tr}).Get("https://" + host + "/")
+	if err != nil {
+		return a, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return a, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return a, fmt.Errorf("GET https://%s/ at %s: %s: %s", host, addr, resp.Status, body)
+	}
+	return a, json.Unmarshal(body, &a)
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

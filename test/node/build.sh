@@ -19,7 +19,8 @@
 #                 pinned, as kind's node image builder does), every one built here:
 #                 kube-apiserver, -controller-manager, -scheduler, -proxy, etcd, CoreDNS
 #                 (with its kubernetes plugin), pause (from the kubernetes module's C
-#                 source), MetalLB controller and speaker, ExternalDNS — tagged with the
+#                 source), MetalLB controller and speaker, ExternalDNS, cert-manager's
+#                 controller (as user 65532, like upstream's distroless image) — tagged with the
 #                 names kubeadm and marina's plugins use — plus the CNI agent nodenet
 #                 and the echo server of test/node/agents
 #   CNI           /kind/manifests/default-cni.yaml runs nodenet (kindnetd cannot be
@@ -72,7 +73,7 @@ TAG="marina-test/kind-node:$k8s_version"
 # kubeadm's images and the tier-3 binaries they hold (name=binary).
 kube_images=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
 node_bins=(kubelet kubeadm kubectl)
-for b in "${kube_images[@]}" "${node_bins[@]}" etcd metallb-controller metallb-speaker external-dns; do
+for b in "${kube_images[@]}" "${node_bins[@]}" etcd metallb-controller metallb-speaker external-dns cert-manager-controller; do
   [ -x "$KUBE_BIN/$b" ] || die "$KUBE_BIN/$b missing: run test/tools/build.sh first"
 done
 coredns_bin="$CACHE/images/coredns/coredns"
@@ -189,6 +190,7 @@ kind_pause_tag="$(sed -n 's/^ *sandbox_image = "\(.*\)"/\1/p' "$kind_dir/images/
 [ -n "$kind_pause_tag" ] || die "no sandbox_image in kind's containerd config.toml"
 metallb_version="$(cd "$test_dir/tools/metallb" && go list -m -f '{{.Version}}' go.universe.tf/metallb)"
 edns_version="$(cd "$test_dir/tools/externaldns" && GOTOOLCHAIN="$(awk '$1 == "toolchain" { print $2 }' go.mod)" go list -m -f '{{.Version}}' sigs.k8s.io/external-dns)"
+cm_version="$(cd "$test_dir/tools/certmanager" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
 
 # image <tag> <base> <binary path in image> <source file> [more source=dest pairs]
 saved=()
@@ -208,7 +210,7 @@ image() {
   saved+=("$tag")
 }
 t=$SECONDS
-say "images: ${kubeadm_images[*]}, MetalLB $metallb_version, ExternalDNS $edns_version, nodenet, echo"
+say "images: ${kubeadm_images[*]}, MetalLB $metallb_version, ExternalDNS $edns_version, cert-manager $cm_version, nodenet, echo"
 for b in kube-apiserver kube-controller-manager kube-scheduler; do
   image "$(image_for "$b")" scratch "/usr/local/bin/$b" "$KUBE_BIN/$b"
 done
@@ -229,6 +231,14 @@ image "$pause_tag" scratch /pause "$ctx/images/pause"
 image "quay.io/metallb/controller:$metallb_version" scratch /controller "$KUBE_BIN/metallb-controller"
 image "quay.io/metallb/speaker:$metallb_version" scratch /speaker "$KUBE_BIN/metallb-speaker"
 image "registry.k8s.io/external-dns/external-dns:$edns_version" scratch /external-dns "$KUBE_BIN/external-dns"
+# cert-manager's pod runs with runAsNonRoot: the image names a numeric user, as
+# upstream's (distroless static, nonroot) does.
+cm="$(mktemp -d "$WORK/img.XXXXXX")"
+cp "$KUBE_BIN/cert-manager-controller" "$cm/bin"
+printf 'FROM scratch\nCOPY bin /app/cmd/controller/controller\nUSER 65532:65532\nENTRYPOINT ["/app/cmd/controller/controller"]\n' >"$cm/Dockerfile"
+docker build -q -t "quay.io/jetstack/cert-manager-controller:$cm_version" "$cm" >"$cm.log" 2>&1 || { cat "$cm.log" >&2; die "docker build cert-manager-controller failed"; }
+rm -rf "$cm" "$cm.log"
+saved+=("quay.io/jetstack/cert-manager-controller:$cm_version")
 image marina-test/nodenet:v1 scratch /nodenet "$ctx/images/nodenet"
 image marina-test/echo:v1 scratch /echo "$ctx/images/echo"
 docker save -o "$ctx/images/preload.tar" "${saved[@]}"

@@ -4,6 +4,8 @@
 //	GET /healthz  200, "ok"
 //
 // Environment: PORT (default 8080), POD_NAME, POD_NAMESPACE, MESSAGE.
+// With TLS_CERT_FILE and TLS_KEY_FILE (a certificate and its key, PEM) it
+// also serves the same over HTTPS on TLS_PORT (default 8443).
 // SIGTERM or SIGINT shut the server down gracefully.
 //
 // `echo get URL [TIMEOUT]` is the client side, for a pod that must reach a
@@ -105,6 +107,24 @@ func main() {
 		log.Printf("listening on %s", srv.Addr)
 		errc <- srv.ListenAndServe()
 	}()
+	certFile, keyFile := os.Getenv("TLS_CERT_FILE"), os.Getenv("TLS_KEY_FILE")
+	if (certFile == "") != (keyFile == "") {
+		log.Fatal("set both TLS_CERT_FILE and TLS_KEY_FILE, or neither")
+	}
+	if certFile != "" {
+		tlsPort := os.Getenv("TLS_PORT")
+		if tlsPort == "" {
+			tlsPort = "8443"
+		}
+		tlsSrv := &http.Server{Addr: net.JoinHostPort("", tlsPort), Handler: srv.Handler, ReadHeaderTimeout: srv.ReadHeaderTimeout}
+		go func() {
+			log.Printf("listening on %s (HTTPS, %s)", tlsSrv.Addr, certFile)
+			if err := tlsSrv.ListenAndServeTLS(certFile, keyFile); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("HTTPS: %w", err)
+			}
+		}()
+		defer tlsSrv.Close()
+	}
 
 	select {
 	case err := <-errc:
