@@ -56,6 +56,17 @@ const (
 	realMirrors  = `[{name: ` + mirrorName + `, port: 5099, remoteURL: "http://` + upstreamName + `:5000"}]`
 )
 
+// The company's registry (issue 25): a name reached only through the
+// company's proxy, which intercepts its TLS with the CA of the lab's
+// trust.extraCAs and forwards to the test's upstream; the lab's second
+// mirror is its (added with the proxy, startRealLabBehindProxy).
+const (
+	corpRegistry   = "registry.corp.example"
+	corpMirrorName = "marina-e2e-corpmirror"
+	corpMirrorPort = 5098
+	corpMirror     = `{name: ` + corpMirrorName + `, port: 5098, remoteURL: "https://` + corpRegistry + `"}`
+)
+
 // Bounds of what the real-node checks wait for.
 const (
 	podsTimeout = 4 * time.Minute
@@ -161,8 +172,7 @@ func hostUnchanged(t *testing.T) {
 func TestRealNodes(t *testing.T) {
 	besideUserLab(t)
 	hostUnchanged(t)
-	l, proxy := startRealLabBehindProxy(t)
-	up := startUpstream(t)
+	l, proxy, up := startRealLabBehindProxy(t)
 	const dev = "e2e-dev"
 	// HTTPS by name (issue 25): the opt-in built-in, enabled as a user does.
 	l.run(t, time.Minute, "plugin", "enable", certmanager.Name)
@@ -262,10 +272,17 @@ func TestRealNodes(t *testing.T) {
 	// The proxy (issue 25): marina's NO_PROXY kept everything of the lab
 	// away from it — node pulls through the mirror, the API servers, the
 	// VIPs and names — checked once every step has run.
-	defer t.Run("9 behind the company proxy, nothing of the lab reached it (every step above)", func(t *testing.T) {
-		if n, seen := proxy.conns.Load(), proxy.requests(); n != 0 {
-			t.Errorf("the proxy got %d connections from the lab: %v", n, seen)
+	defer t.Run("9 behind the company proxy, nothing of the lab reached it but the company registry's mirror (every step above)", func(t *testing.T) {
+		// Only the company registry's mirror went through it, to the
+		// company registry's name; nothing else of the lab did.
+		corpIP := netip.MustParseAddr(strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", `{{(index .NetworkSettings.Networks "`+network+`").IPAddress}}`, corpMirrorName)))
+		seen := proxy.requests()
+		for _, r := range seen {
+			if r.From != corpIP || r.Request != "CONNECT "+corpRegistry+":443" {
+				t.Errorf("the proxy got %q from %s: lab traffic (only %s's CONNECTs to %s:443, from %s, belong there)", r.Request, r.From, corpMirrorName, corpRegistry, corpIP)
+			}
 		}
+		t.Logf("the proxy got %d connections, all CONNECTs of %s (%s) to %s:443, %d requests intercepted", len(seen), corpMirrorName, corpIP, corpRegistry, proxy.intercepted.Load())
 	})
 	t.Run("3 a pod's image comes through marina's mirror: cached there, the upstream never asked by a node", func(t *testing.T) {
 		ref, blobs := up.pushUnique(t)
@@ -281,6 +298,22 @@ func TestRealNodes(t *testing.T) {
 				t.Errorf("the mirror's cache has no blob %s (%v)", d, err)
 			}
 		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("3b the company network: a pod's image from the company registry, through its mirror and the TLS-intercepting proxy whose CA is in trust.extraCAs", func(t *testing.T) {
+		ref, _ := up.pushUnique(t)
+		corpRef := corpRegistry + "/" + strings.TrimPrefix(ref, upstreamName+":5000/")
+		before := proxy.intercepted.Load()
+		pulled := time.Now()
+		runPod(t, l.clientset(t, dev), "default", "corp-pulled", corpRef, "get", "http://"+fqdn+"/", "60s")
+		n := proxy.intercepted.Load() - before
+		if n == 0 {
+			t.Errorf("the pod ran %s without a request through the intercepting proxy", corpRef)
+		}
+		t.Logf("pod with %s ran (image through %s and the intercepting proxy, %d requests intercepted): %s", corpRef, corpMirrorName, n, time.Since(pulled).Round(time.Millisecond))
 	})
 	if t.Failed() {
 		return
