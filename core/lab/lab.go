@@ -419,7 +419,8 @@ func (l *Lab) checkSteady(ctx context.Context, want []sdk.SteadyContainer) (stri
 	return "", nil
 }
 
-// collect keeps the host changes hooks requested, in plugin-name order.
+// collect keeps the host changes hooks requested and the warnings they
+// returned, in plugin-name order.
 func (l *Lab) collect(results map[string]*sdk.Result) {
 	names := make([]string, 0, len(results))
 	for n := range results {
@@ -430,6 +431,15 @@ func (l *Lab) collect(results map[string]*sdk.Result) {
 	defer l.mu.Unlock()
 	for _, n := range names {
 		l.hostChanges = append(l.hostChanges, results[n].HostChanges...)
+		// What a plugin warns of goes with the lab's own warnings, shown
+		// after the pipeline with its detail (the fix).
+		for _, d := range results[n].Warnings {
+			w := n + ": " + d.Summary
+			if d.Detail != "" {
+				w += ". " + d.Detail
+			}
+			l.warnings = append(l.warnings, w)
+		}
 	}
 }
 

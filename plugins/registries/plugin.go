@@ -176,9 +176,21 @@ func (*Plugin) PostUp(ctx context.Context, req *sdk.Request) (*sdk.Result, error
 		req.Progress("%s", msg)
 		log.Info("stale mirror removed", "mirror", st.Name, "cache", st.Labels[LabelCache])
 		res.Warnings = append(res.Warnings, sdk.Diagnostic{Severity: sdk.SeverityWarning, Summary: msg})
+		unsteady = true // said once: a replayed result would say it on every up
+	}
+	// Clusters whose nodes do not trust what trust.extraCAs lists now
+	// (it changed since they were created): said on every up until fixed.
+	cas, err := checkNodeCAs(ctx, c, req.Env.NetworkName, req.Env.ExtraCAs)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cas.warnings() {
+		req.Progress("%s", w.Summary)
+		res.Warnings = append(res.Warnings, w)
+		unsteady = true
 	}
 	if unsteady {
-		res.Steady = nil // never skip the hook while a mirror does not stay up
+		res.Steady = nil // never skip the hook while a mirror does not stay up or a cluster lacks the CAs
 	}
 	return res, nil
 }

@@ -500,3 +500,67 @@ func readFile(t *testing.T, c *container.Client, id, path string) (*tar.Header, 
 	}
 	return hdr, string(b)
 }
+
+// TestNodeCAsAfterTheListChanged (issue 25): a cluster's nodes keep the
+// company CAs they were created with, so PostUp names, on every up, the
+// clusters of the lab whose nodes carry another list than trust.extraCAs
+// now (or none), with the fix. Nodes are containers with kind's cluster
+// label on the lab's network, the file where PreCluster puts it; a node of
+// another network (another lab) is not the lab's.
+func TestNodeCAsAfterTheListChanged(t *testing.T) {
+	l := newLab(t, "guest")
+	node := func(cluster, network, cas string) {
+		id := dockertest.Run(t, "--label", "io.x-k8s.kind.cluster="+cluster, "--network", network, l.regImg)
+		if cas == "" {
+			return
+		}
+		dir := t.TempDir()
+		p := filepath.Join(dir, "etc", "marina", "ca", "extra-cas.pem")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(cas), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dockertest.Docker(t, "cp", filepath.Join(dir, "etc"), id+":/")
+	}
+	const a, b = "-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n", "-----BEGIN CERTIFICATE-----\nB\n-----END CERTIFICATE-----\n"
+	node("cas-old", l.net.ID, a)
+	node("cas-none", l.net.ID, "")
+	node("cas-current", l.net.ID, b)
+	other := dockertest.Network(t, "10.226.0.0/24") // another lab's network (no other test package uses it)
+	node("cas-other-lab", other.ID, a)
+
+	run := func(extraCAs string) (string, *sdk.Result) {
+		t.Helper()
+		res, err := l.h.Run(sdk.PostUp, l.env(nil, func(e *sdk.Env) { e.ExtraCAs = extraCAs }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w []string
+		for _, d := range res.Warnings {
+			w = append(w, d.Summary+" / "+d.Detail)
+		}
+		return strings.Join(w, "\n"), res
+	}
+	warned, res := run(b)
+	for _, want := range []string{
+		"cluster(s) cas-old trust other company CAs than trust.extraCAs lists now",
+		"cluster(s) cas-none were created before trust.extraCAs listed company CAs",
+		"marina cluster delete NAME && marina cluster create NAME",
+	} {
+		if !strings.Contains(warned, want) {
+			t.Errorf("with the list B, PostUp's warnings lack %q:\n%s", want, warned)
+		}
+	}
+	if strings.Contains(warned, "cas-current") || strings.Contains(warned, "cas-other-lab") {
+		t.Errorf("a cluster with the current list, or of another lab, was named:\n%s", warned)
+	}
+	if res.Steady != nil {
+		t.Error("the result is Steady: the next up would skip the hook and not say it again")
+	}
+	warned, _ = run("")
+	if !strings.Contains(warned, "cluster(s) cas-current, cas-old trust other company CAs") || strings.Contains(warned, "cas-none") {
+		t.Errorf("with the list emptied, PostUp's warnings are:\n%s", warned)
+	}
+}

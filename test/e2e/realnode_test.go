@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bcollard/marina/core/kind"
+	"github.com/bcollard/marina/core/labca"
 	"github.com/bcollard/marina/plugins/certmanager"
 	"github.com/bcollard/marina/plugins/externaldns"
 	"github.com/bcollard/marina/plugins/metallb"
@@ -173,6 +174,9 @@ func TestRealNodes(t *testing.T) {
 	besideUserLab(t)
 	hostUnchanged(t)
 	l, proxy, up := startRealLabBehindProxy(t)
+	// The company registry's mirror: the one container that may use the
+	// proxy (its address may change when step 7 recreates it).
+	corpIPs := []netip.Addr{corpMirrorIP(t)}
 	const dev = "e2e-dev"
 	// HTTPS by name (issue 25): the opt-in built-in, enabled as a user does.
 	l.run(t, time.Minute, "plugin", "enable", certmanager.Name)
@@ -275,14 +279,14 @@ func TestRealNodes(t *testing.T) {
 	defer t.Run("9 behind the company proxy, nothing of the lab reached it but the company registry's mirror (every step above)", func(t *testing.T) {
 		// Only the company registry's mirror went through it, to the
 		// company registry's name; nothing else of the lab did.
-		corpIP := netip.MustParseAddr(strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", `{{(index .NetworkSettings.Networks "`+network+`").IPAddress}}`, corpMirrorName)))
+		corpIPs = append(corpIPs, corpMirrorIP(t))
 		seen := proxy.requests()
 		for _, r := range seen {
-			if r.From != corpIP || r.Request != "CONNECT "+corpRegistry+":443" {
-				t.Errorf("the proxy got %q from %s: lab traffic (only %s's CONNECTs to %s:443, from %s, belong there)", r.Request, r.From, corpMirrorName, corpRegistry, corpIP)
+			if !slices.Contains(corpIPs, r.From) || r.Request != "CONNECT "+corpRegistry+":443" {
+				t.Errorf("the proxy got %q from %s: lab traffic (only %s's CONNECTs to %s:443, from %v, belong there)", r.Request, r.From, corpMirrorName, corpRegistry, corpIPs)
 			}
 		}
-		t.Logf("the proxy got %d connections, all CONNECTs of %s (%s) to %s:443, %d requests intercepted", len(seen), corpMirrorName, corpIP, corpRegistry, proxy.intercepted.Load())
+		t.Logf("the proxy got %d connections, all CONNECTs of %s (%v) to %s:443, %d requests intercepted", len(seen), corpMirrorName, corpIPs, corpRegistry, proxy.intercepted.Load())
 	})
 	t.Run("3 a pod's image comes through marina's mirror: cached there, the upstream never asked by a node", func(t *testing.T) {
 		ref, blobs := up.pushUnique(t)
@@ -384,6 +388,49 @@ func TestRealNodes(t *testing.T) {
 		}
 		waitHTTP(t, netip.AddrPortFrom(resolve(t, stagingFQDN)[0], 80), stagingFQDN)
 	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("7 trust.extraCAs changes: up names the cluster whose nodes carry the old list, with the fix", func(t *testing.T) {
+		corpIPs = append(corpIPs, corpMirrorIP(t))
+		newCA, err := labca.Create(filepath.Join(l.home, "corp-ca-2"), labca.Scope{Lab: "corp2", Zone: "corp.example", Bridge: netip.MustParsePrefix("10.0.0.0/8")}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgPath := filepath.Join(l.home, ".marina", "config.yaml")
+		cfg := string(readFile(t, cfgPath))
+		old := fmt.Sprintf("extraCAs: [%q]", filepath.Join(l.home, "corp-ca", labca.CertFile))
+		if !strings.Contains(cfg, old) {
+			t.Fatalf("the lab's config has no %s:\n%s", old, cfg)
+		}
+		cfg = strings.Replace(cfg, old, fmt.Sprintf("extraCAs: [%q, %q]", filepath.Join(l.home, "corp-ca", labca.CertFile), newCA.CertPath()), 1)
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := l.exec(upTimeout, "up", "--progress", "plain")
+		if r.err != nil {
+			t.Fatalf("%s", r)
+		}
+		out := r.out + r.stderr
+		if !strings.Contains(out, "cluster(s) "+staging+" trust other company CAs than trust.extraCAs lists now") {
+			t.Errorf("up after trust.extraCAs changed does not name %s's nodes:\n%s", staging, out)
+		}
+		if !strings.Contains(out, "marina cluster delete NAME && marina cluster create NAME") {
+			t.Errorf("up does not say how to fix it:\n%s", out)
+		}
+	})
+}
+
+// corpMirrorIP is the company registry mirror's address on the lab's network.
+func corpMirrorIP(t testing.TB) netip.Addr {
+	t.Helper()
+	out := strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", `{{(index .NetworkSettings.Networks "`+network+`").IPAddress}}`, corpMirrorName))
+	ip, err := netip.ParseAddr(out)
+	if err != nil {
+		t.Fatalf("%s's address on %s: %q", corpMirrorName, network, out)
+	}
+	return ip
 }
 
 // runPod runs image (the echo server's, or one built on it) as a pod with
