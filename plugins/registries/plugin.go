@@ -77,14 +77,15 @@ func (*Plugin) Info() sdk.Info {
 	return sdk.Info{
 		Name:         "registries",
 		Version:      Version,
-		Description:  "Pull-through registry mirrors on the kind network; cluster nodes pull through them and fall back to the upstream.",
+		Description:  "Pull-through registry mirrors on the kind network; cluster nodes pull through them and fall back to the upstream. Gives nodes and workloads the company CAs.",
 		Maintainer:   "marina",
-		Capabilities: []string{sdk.CapDocker, sdk.CapRegistryCredentials},
+		Capabilities: []string{sdk.CapDocker, sdk.CapRegistryCredentials, sdk.CapKubeconfig},
 		Timeouts: map[sdk.Hook]time.Duration{
 			// The first run may pull the registry image into the VM.
-			sdk.PostUp:     10 * time.Minute,
-			sdk.PreCluster: 30 * time.Second,
-			sdk.PreDestroy: 2 * time.Minute,
+			sdk.PostUp:      10 * time.Minute,
+			sdk.PreCluster:  30 * time.Second,
+			sdk.PostCluster: time.Minute,
+			sdk.PreDestroy:  2 * time.Minute,
 		},
 		Config: defaultConfig(),
 	}

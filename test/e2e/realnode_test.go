@@ -36,6 +36,7 @@ import (
 	"github.com/bcollard/marina/plugins/certmanager"
 	"github.com/bcollard/marina/plugins/externaldns"
 	"github.com/bcollard/marina/plugins/metallb"
+	"github.com/bcollard/marina/plugins/registries"
 	"github.com/bcollard/marina/sdk/dockertest"
 )
 
@@ -325,7 +326,7 @@ func TestRealNodes(t *testing.T) {
 
 	const staging = "e2e-staging"
 	stagingFQDN := "echo.default." + staging + "." + zone
-	t.Run("4 a pod in staging reaches dev's echo by name, through its cluster DNS and the lab's", func(t *testing.T) {
+	t.Run("4 a pod in staging reaches dev's echo by name, through its cluster DNS and the lab's, and its HTTPS Service trusting the lab's CA bundle", func(t *testing.T) {
 		l.createCluster(t, staging)
 		checkCreated(t, l, staging, l.slots[1])
 		checkRunning(t, l.clientset(t, staging))
@@ -355,6 +356,19 @@ func TestRealNodes(t *testing.T) {
 		}
 		if pods := echoPods(t, l.clientset(t, dev), "default", "echo"); !slices.Contains(pods, a.Pod) || a.Host != fqdn {
 			t.Fatalf("from %s, %s was answered by pod %q (Host %q); want one of dev's %v", staging, fqdn, a.Pod, a.Host, pods)
+		}
+		// HTTPS by name from a workload: the pod trusts the lab's CA bundle
+		// (ConfigMap marina-ca-bundle, the registries plugin's) and nothing
+		// else, and reaches dev's HTTPS Service of step 2b by its name.
+		secure := "https://secure.default." + dev + "." + zone + "/"
+		out = runPodWith(t, cs, "default", "reach-dev-tls", echoImage, func(p *corev1.PodSpec) {
+			p.Volumes = []corev1.Volume{{Name: "cas", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: registries.BundleConfigMap}}}}}
+			p.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cas", MountPath: "/cas", ReadOnly: true}}
+			p.Containers[0].Env = []corev1.EnvVar{{Name: "SSL_CERT_FILE", Value: "/cas/" + registries.BundleKey}, {Name: "SSL_CERT_DIR", Value: "/nonexistent"}}
+		}, "get", secure, "90s")
+		if !strings.Contains(out, `"pod":"secure-`) {
+			t.Errorf("from %s, %s answered no pod of dev's secure Deployment:\n%s", staging, secure, out)
 		}
 	})
 	if t.Failed() {
@@ -438,9 +452,15 @@ func corpMirrorIP(t testing.TB) netip.Addr {
 // succeeds.
 func runPod(t testing.TB, cs kubernetes.Interface, ns, name, image string, args ...string) string {
 	t.Helper()
+	return runPodWith(t, cs, ns, name, image, nil, args...)
+}
+
+// runPodWith is runPod with the pod's spec changed by edit (nil: none).
+func runPodWith(t testing.TB, cs kubernetes.Interface, ns, name, image string, edit func(*corev1.PodSpec), args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), podsTimeout)
 	defer cancel()
-	_, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
@@ -449,7 +469,11 @@ func runPod(t testing.TB, cs kubernetes.Interface, ns, name, image string, args 
 				Command: append([]string{"/echo"}, args...),
 			}},
 		},
-	}, metav1.CreateOptions{})
+	}
+	if edit != nil {
+		edit(&pod.Spec)
+	}
+	_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
