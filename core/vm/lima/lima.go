@@ -243,7 +243,7 @@ func (d *Driver) Start(ctx context.Context, progress func(string)) (vm.Status, e
 	var resize limavm.Resize
 	if !absent {
 		// A smaller vm.disk is refused before anything changes.
-		if resize, err = d.planResize(inst); err != nil {
+		if resize, err = d.planResize(ctx, inst); err != nil {
 			return vm.Status{}, err
 		}
 	}

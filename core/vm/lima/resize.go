@@ -28,13 +28,22 @@ import (
 )
 
 // planResize compares the instance's lima.yaml (as Lima loads it) with the
-// config. A smaller vm.disk is an error: a disk cannot shrink.
-func (d *Driver) planResize(inst *limatype.Instance) (limavm.Resize, error) {
+// config: the size, and for a running VM the provisioning it booted with
+// (a stopped VM's is refreshed before it boots). A smaller vm.disk is an
+// error: a disk cannot shrink.
+func (d *Driver) planResize(ctx context.Context, inst *limatype.Instance) (limavm.Resize, error) {
 	r := limavm.Resize{Running: inst.Status == limatype.StatusRunning}
 	if inst.Config == nil {
 		return r, nil
 	}
 	c := inst.Config
+	if r.Running {
+		_, changed, err := provisioningDiffers(inst.Dir, d.provisionFor(guestUserOf(ctx, c)))
+		if err != nil {
+			return r, err
+		}
+		r.Provision = changed
+	}
 	r.CPUs = [2]int{deref(c.CPUs), d.cfg.VM.CPUs}
 	r.Memory = [2]string{deref(c.Memory), d.cfg.VM.Memory}
 	r.Disk = [2]string{deref(c.Disk), d.cfg.VM.Disk}
@@ -70,7 +79,7 @@ func (d *Driver) PlanResize(ctx context.Context) (limavm.Resize, error) {
 	if err != nil {
 		return limavm.Resize{}, fmt.Errorf("inspect the Lima instance %s: %w", d.vmName(), err)
 	}
-	return d.planResize(inst)
+	return d.planResize(ctx, inst)
 }
 
 // Pending is what the last Start left unapplied on a running VM (Restart

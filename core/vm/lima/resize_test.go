@@ -410,3 +410,50 @@ func pendingResize(ctx context.Context, d *Driver) (string, bool, error) {
 	change, restart := r.Planned(d.Restart)
 	return change, restart, nil
 }
+
+// TestRunningVMTakesAChangedProxyAtRestart (issue 25): the VM runs with
+// the provisioning it booted with; a proxy added to the config since is
+// neither applied nor silently dropped: PlanResize and Start say the
+// provisioning waits for a restart, with the command; with Restart the VM
+// is restarted and boots with the new provisioning in lima.yaml.
+func TestRunningVMTakesAChangedProxyAtRestart(t *testing.T) {
+	old := proxyEnv
+	proxyEnv = func(string) string { return "" } // not this machine's environment
+	t.Cleanup(func() { proxyEnv = old })
+	d, f, _ := resizeDriver(t, limatype.StatusRunning)
+	d.cfg.VM.CPUs, d.cfg.VM.Memory, d.cfg.VM.Disk = 4, "10GiB", "40GiB" // the size as created
+	ctx := context.Background()
+	r, err := d.PlanResize(ctx)
+	if err != nil || !r.Empty() {
+		t.Fatalf("before the change PlanResize = %+v, %v; want nothing", r, err)
+	}
+	d.cfg.Proxy.HTTPS = "http://proxy.corp.example:3128"
+	r, err = d.PlanResize(ctx)
+	if err != nil || !r.Provision || r.String() != "provisioning (proxy, trust.extraCAs or pinned versions)" {
+		t.Fatalf("PlanResize = %+v (%q), %v; want the provisioning", r, r.String(), err)
+	}
+	path := filepath.Join(f.dir, "lima.yaml")
+	before, _ := os.ReadFile(path)
+	if _, err := d.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Error("lima.yaml changed while the VM runs")
+	}
+	if p := d.Pending(); !strings.Contains(p, "provisioning") || !strings.Contains(p, "marina up --restart") {
+		t.Errorf("Pending = %q; want the provisioning and the command", p)
+	}
+
+	d.Restart = true
+	f.calls = nil
+	if _, err := d.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"wait marina 10m0s", "stop marina", "start marina hostagent=/opt/marina/bin/marina-lima guestagent=" + d.GuestAgent}
+	if !reflect.DeepEqual(f.calls, want) {
+		t.Errorf("calls = %q, want %q", f.calls, want)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "proxy.corp.example:3128") {
+		t.Errorf("after the restart lima.yaml's provisioning has no proxy:\n%s", b)
+	}
+}

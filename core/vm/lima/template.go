@@ -221,23 +221,11 @@ func refreshProvisioning(instDir, user string) (bool, error) {
 // (Driver.Provision, with the VM's guest user as its socket user).
 func refreshProvisioningTo(instDir string, prov limavm.Provision) (bool, error) {
 	path := filepath.Join(instDir, filenames.LimaYAML)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false, fmt.Errorf("read the VM's Lima configuration: %w", err)
-	}
-	var y limatype.LimaYAML
-	if err := limayaml.Unmarshal(b, &y, path); err != nil {
+	y, changed, err := provisioningDiffers(instDir, prov)
+	if err != nil || !changed {
 		return false, err
 	}
-	provision, probes, err := provisioning(prov)
-	if err != nil {
-		return false, err
-	}
-	if reflect.DeepEqual(y.Provision, provision) && reflect.DeepEqual(y.Probes, probes) {
-		return false, nil
-	}
-	y.Provision, y.Probes = provision, probes
-	out, err := Render(&y)
+	out, err := Render(y)
 	if err != nil {
 		return false, err
 	}
@@ -245,6 +233,30 @@ func refreshProvisioningTo(instDir string, prov limavm.Provision) (bool, error) 
 		return false, fmt.Errorf("update the VM's provisioning in %s: %w", path, err)
 	}
 	return true, nil
+}
+
+// provisioningDiffers reports whether the provision and probe sections of
+// the instance's lima.yaml (as written, before Lima's defaults) differ from
+// prov's, and returns the file's configuration with prov's in them.
+func provisioningDiffers(instDir string, prov limavm.Provision) (*limatype.LimaYAML, bool, error) {
+	path := filepath.Join(instDir, filenames.LimaYAML)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("read the VM's Lima configuration: %w", err)
+	}
+	var y limatype.LimaYAML
+	if err := limayaml.Unmarshal(b, &y, path); err != nil {
+		return nil, false, err
+	}
+	provision, probes, err := provisioning(prov)
+	if err != nil {
+		return nil, false, err
+	}
+	if reflect.DeepEqual(y.Provision, provision) && reflect.DeepEqual(y.Probes, probes) {
+		return &y, false, nil
+	}
+	y.Provision, y.Probes = provision, probes
+	return &y, true, nil
 }
 
 // Render marshals a Lima configuration with Lima's YAML library

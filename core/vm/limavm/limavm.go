@@ -93,11 +93,16 @@ type Resize struct {
 	Disk   [2]string
 	// Running: the VM runs, so applying the change means a restart.
 	Running bool
+	// Provision: the VM's provisioning differs from the config's (the
+	// proxy, trust.extraCAs, or this marina's pinned versions). Lima runs
+	// it at boot, so a running VM takes it at its next start; a stopped
+	// VM's is brought up to date before it boots.
+	Provision bool `json:"provision,omitempty"`
 }
 
 // Empty reports whether nothing changes.
 func (r Resize) Empty() bool {
-	return r.CPUs[0] == r.CPUs[1] && SameSize(r.Memory[0], r.Memory[1]) && SameSize(r.Disk[0], r.Disk[1])
+	return r.CPUs[0] == r.CPUs[1] && SameSize(r.Memory[0], r.Memory[1]) && SameSize(r.Disk[0], r.Disk[1]) && !r.Provision
 }
 
 // String lists the changes: "cpus 4→6, memory 10GiB→12GiB".
@@ -111,6 +116,9 @@ func (r Resize) String() string {
 	}
 	if !SameSize(r.Disk[0], r.Disk[1]) {
 		parts = append(parts, fmt.Sprintf("disk %s→%s", r.Disk[0], r.Disk[1]))
+	}
+	if r.Provision {
+		parts = append(parts, "provisioning (proxy, trust.extraCAs or pinned versions)")
 	}
 	return strings.Join(parts, ", ")
 }
