@@ -585,8 +585,17 @@ registries:
 	if err := os.WriteFile(cfgPath, []byte(cfgYAML), 0o644); err != nil {
 		return err
 	}
-	if _, err := runMarinaUp(ctx, e, home); err != nil {
+	out, err := runMarinaUp(ctx, e, home)
+	if err != nil {
 		return err
+	}
+	// The VM booted with the test driver's provisioning (Driver.Provision:
+	// no kind or kubectl download, the image has Docker); the marina
+	// binary's is the default one. The running VM keeps its own, and up
+	// says that the config's waits for a restart (issue 25: a changed
+	// proxy or trust.extraCAs is never dropped silently).
+	if !strings.Contains(out, "Not applied: the VM "+vmName+" keeps running as it is; the config's provisioning") || !strings.Contains(out, "marina up --restart") {
+		return fmt.Errorf("marina up did not say that the running VM's provisioning differs from the config's until a restart")
 	}
 	// The driver reads lima0's address.
 	st, err := d.Status(ctx)
