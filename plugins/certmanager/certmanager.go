@@ -182,7 +182,7 @@ func issuerReady(u *unstructured.Unstructured) (bool, error) {
 		if m["status"] == "True" {
 			return true, nil
 		}
-		return false, fmt.Errorf("Ready is %v: %v: %v", m["status"], m["reason"], m["message"])
+		return false, fmt.Errorf("condition Ready is %v: %v: %v", m["status"], m["reason"], m["message"])
 	}
 	return false, errors.New("no Ready condition yet (is cert-manager's controller running?)")
 }
