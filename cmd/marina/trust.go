@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/bcollard/marina/core/atomicfile"
 	"github.com/bcollard/marina/core/config"
 	"github.com/bcollard/marina/core/exitcode"
 	"github.com/bcollard/marina/core/hostnet"
@@ -42,7 +44,7 @@ macOS System keychain (security add-trusted-cert) or to a Linux distribution's t
 (update-ca-certificates and kin), showing the commands first (--dry-run only shows them).
 The CA survives marina destroy; trust remove stops trusting it, trust rotate replaces it.`,
 	}
-	cmd.AddCommand(newTrustStatusCmd(a), newTrustInstallCmd(a, true), newTrustInstallCmd(a, false), newTrustRotateCmd(a))
+	cmd.AddCommand(newTrustStatusCmd(a), newTrustInstallCmd(a, true), newTrustInstallCmd(a, false), newTrustRotateCmd(a), newTrustImportKeychainCmd(a))
 	return cmd
 }
 
@@ -207,8 +209,9 @@ func newTrustRotateCmd(a *app) *cobra.Command {
 		Short: "Replace the lab CA with a new one (this machine's trust follows when it trusted the old one)",
 		Long: `Make a new lab CA for the config's dns.zone and network.bridgeCIDR (after either changed,
 or to retire a key). The old one is kept in ~/.marina/ca/previous until trust remove. When
-this machine trusted the old CA, the new one is trusted instead (privileged). Clusters get
-the new CA for their issuer on the next marina up.`,
+this machine trusted the old CA, the new one is trusted instead (privileged). Clusters
+created afterwards get the new CA (the certmanager plugin's issuer, the marina-ca-bundle
+ConfigMap); existing ones keep the old one until they are re-created.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lb, s, err := a.trustSetup(cmd.Context())
@@ -240,4 +243,77 @@ the new CA for their issuer on the next marina up.`,
 			})
 		},
 	}
+}
+
+// keychainCAsFile is where trust import-keychain writes the System
+// keychain's CAs, under marina's directory.
+const keychainCAsFile = "extra-cas/system-keychain.pem"
+
+func newTrustImportKeychainCmd(a *app) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "import-keychain",
+		Short: "macOS: write the System keychain's CA certificates (your company's roots) to a file for trust.extraCAs",
+		Long: `On a company Mac, administrators and MDM profiles install the company's root CAs (a
+TLS-intercepting proxy's among them) in the System keychain, where the VM, the registry
+mirrors and the kind nodes cannot see them. import-keychain reads its CA certificates
+(security find-certificate -a -p /Library/Keychains/System.keychain; no privileges), leaves
+out the lab's own CA, and writes them to ~/.marina/extra-cas/system-keychain.pem. List that
+file in trust.extraCAs once; run import-keychain again when the company's CAs change, then
+marina up. --dry-run shows the command and what it found without writing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if hostOS() != hostnet.Darwin {
+				return exitcode.NewUsage(errors.New("trust import-keychain reads the macOS System keychain; elsewhere list your company's CA files in trust.extraCAs"))
+			}
+			lb, l, _, err := a.openLab(cmd.Context(), readOnly)
+			if err != nil {
+				return err
+			}
+			var exclude []string
+			for _, dir := range []string{lb.CADir, filepath.Join(lb.CADir, labca.PreviousDir)} {
+				if ca, err := labca.Load(dir); err == nil {
+					exclude = append(exclude, ca.Fingerprint())
+				}
+			}
+			fmt.Fprintf(a.out, "reading: %s\n", hostnet.QuoteArgv(hostnet.SystemKeychainArgv))
+			cas, err := hostnet.SystemKeychainCAs(cmd.Context(), hostnet.ExecRunner{}, exclude)
+			if err != nil {
+				return err
+			}
+			for _, s := range cas.Subjects {
+				fmt.Fprintf(a.out, "  %s\n", s)
+			}
+			fmt.Fprintf(a.out, "%d CA certificate(s) (%d other certificate(s) left out)\n", len(cas.Subjects), cas.Skipped)
+			if len(cas.Subjects) == 0 {
+				return errors.New("the System keychain holds no CA certificate but the lab's: nothing to import (ask your IT for the proxy's CA file and list it in trust.extraCAs)")
+			}
+			path := filepath.Join(filepath.Dir(lb.CADir), keychainCAsFile) // ~/.marina
+			if dryRun {
+				fmt.Fprintf(a.out, "would write %s\n", path)
+				return nil
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			if err := atomicfile.WriteFile(path, cas.PEM, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "wrote %s\n", path)
+			listed := false
+			for _, f := range l.Config.Trust.ExtraCAs {
+				if f == path || (strings.HasPrefix(f, "~/") && filepath.Join(lb.Home, f[2:]) == path) {
+					listed = true
+				}
+			}
+			if !listed {
+				fmt.Fprintf(a.out, "\nList it in trust.extraCAs (%s), then run marina up:\n\ntrust:\n  extraCAs: [%q]\n", l.Path, path)
+			} else {
+				fmt.Fprintln(a.out, "trust.extraCAs lists it: marina up gives the lab the new list")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the command and the CAs found, write nothing")
+	return cmd
 }

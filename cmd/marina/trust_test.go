@@ -106,3 +106,15 @@ cp /etc/ssl/certs/ca-certificates.crt "$WORK/after.crt"
 		t.Fatal("the machine's own bundle changed: the namespace leaked")
 	}
 }
+
+// TestTrustImportKeychainIsMacOnly: on Linux the command refuses with a
+// usage error that says what to do instead (the macOS argv and what is
+// kept of security's output: hostnet.TestSystemKeychainCAs).
+func TestTrustImportKeychainIsMacOnly(t *testing.T) {
+	home := t.TempDir()
+	writeConfigFile(t, home, "vm: {name: trusty, driver: host}\n")
+	r := marina(t, home, nil, "trust", "import-keychain", "--dry-run")
+	if r.code != 2 || !strings.Contains(r.stderr, "reads the macOS System keychain; elsewhere list your company's CA files in trust.extraCAs") {
+		t.Errorf("import-keychain on Linux: exit %d\n%s", r.code, r.stderr)
+	}
+}
