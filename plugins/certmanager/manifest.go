@@ -68,7 +68,7 @@ func objects(img string, ca sdk.LabCA) ([]*unstructured.Unstructured, error) {
 		}
 		o.SetLabels(l)
 		if o.GetKind() == "Deployment" && o.GetNamespace() == Namespace && o.GetName() == Deployment {
-			if err := setImage(o, controllerContainer, img); err != nil {
+			if err := kube.SetImage(o, controllerContainer, img); err != nil {
 				return nil, err
 			}
 			sawController = true
@@ -78,16 +78,4 @@ func objects(img string, ca sdk.LabCA) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("the embedded controller.yaml has no Deployment %s/%s", Namespace, Deployment)
 	}
 	return append(out, caObjects(ca)...), nil
-}
-
-// setImage sets the image of container name in o's pod template, in place.
-func setImage(o *unstructured.Unstructured, name, img string) error {
-	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-	for _, c := range containers {
-		if c, ok := c.(map[string]any); ok && c["name"] == name {
-			c["image"] = img
-			return unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
-		}
-	}
-	return fmt.Errorf("%s: no container named %q", kube.Describe(o), name)
 }

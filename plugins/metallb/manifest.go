@@ -174,19 +174,10 @@ func setDaemonSetImage(o *unstructured.Unstructured, container, image string) (*
 // nothing else changed.
 func setPodTemplateImage(o *unstructured.Unstructured, name, image string) (*unstructured.Unstructured, error) {
 	cp := o.DeepCopy()
-	spec, ok, _ := unstructured.NestedFieldNoCopy(cp.Object, "spec", "template", "spec")
-	podSpec, isMap := spec.(map[string]any)
-	if !ok || !isMap {
-		return nil, fmt.Errorf("%s has no pod template", kube.Describe(o))
+	if err := kube.SetImage(cp, name, image); err != nil {
+		return nil, err
 	}
-	containers, _ := podSpec["containers"].([]any)
-	for _, c := range containers {
-		if c, ok := c.(map[string]any); ok && c["name"] == name {
-			c["image"] = image
-			return cp, nil
-		}
-	}
-	return nil, fmt.Errorf("%s: no container named %q", kube.Describe(o), name)
+	return cp, nil
 }
 
 // convert moves a value between representations through JSON (apply

@@ -652,7 +652,13 @@ func httpGetWithin(addr netip.AddrPort, host string, dial time.Duration) (echoAn
 	}
 	client := &http.Client{Timeout: dial + time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
 		DialContext: (&net.Dialer{Timeout: dial}).DialContext}}
-	resp, err := client.Do(req)
+	return echoAnswerOf(client.Do(req))
+}
+
+// echoAnswerOf decodes the echo server's answer to a GET (a 200 with its
+// JSON), closing the body.
+func echoAnswerOf(resp *http.Response, err error) (echoAnswer, error) {
+	var a echoAnswer
 	if err != nil {
 		return a, err
 	}
@@ -661,11 +667,15 @@ func httpGetWithin(addr netip.AddrPort, host string, dial time.Duration) (echoAn
 	if err != nil {
 		return a, err
 	}
+	what := "GET " + resp.Request.URL.String()
+	if h := resp.Request.Host; h != "" && h != resp.Request.URL.Host {
+		what += " (Host " + h + ")"
+	}
 	if resp.StatusCode != http.StatusOK {
-		return a, fmt.Errorf("GET http://%s/ (Host %q): %s: %s", addr, host, resp.Status, body)
+		return a, fmt.Errorf("%s: %s: %s", what, resp.Status, body)
 	}
 	if err := json.Unmarshal(body, &a); err != nil {
-		return a, fmt.Errorf("GET http://%s/: not the echo server's answer: %v: %s", addr, err, body)
+		return a, fmt.Errorf("%s: not the echo server's answer: %v: %s", what, err, body)
 	}
 	return a, nil
 }
@@ -897,19 +907,7 @@ func httpsGet(addr netip.AddrPort, host string, roots *x509.CertPool) (echoAnswe
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr.String())
 		}}
-	resp, err := (&http.Client{Timeout: 5 * time.Second, Transport: tr}).Get("https://" + host + "/")
-	if err != nil {
-		return a, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	if err != nil {
-		return a, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return a, fmt.Errorf("GET https://%s/ at %s: %s: %s", host, addr, resp.Status, body)
-	}
-	return a, json.Unmarshal(body, &a)
+	return echoAnswerOf((&http.Client{Timeout: 5 * time.Second, Transport: tr}).Get("https://" + host + "/"))
 }
 
 func readFile(t testing.TB, path string) []byte {
