@@ -214,7 +214,7 @@ func TestRunLogPruning(t *testing.T) {
 func TestBuiltinsListed(t *testing.T) {
 	home := t.TempDir()
 	want := map[string][]string{
-		"registries":  {"PostUp", "PreCluster", "PreDestroy"},
+		"registries":  {"PostUp", "PreCluster", "PostCluster", "PreDestroy"},
 		"localdns":    {"PostUp", "PreDestroy"},
 		"metallb":     {"PostCluster"},
 		"coredns":     {"PostCluster"},
@@ -230,6 +230,10 @@ func TestBuiltinsListed(t *testing.T) {
 		if r.Source != "built-in" || r.Status != "active" || r.Protocol != "1.0" || r.Version == "" || strings.Join(r.Hooks, ",") != strings.Join(hooks, ",") {
 			t.Errorf("%s: %+v, want active built-in with hooks %v", name, r, hooks)
 		}
+	}
+	// The opt-in built-in is listed, disabled until enabled.
+	if got := rowsFor(rows, "certmanager"); len(got) != 1 || got[0].Source != "built-in" || got[0].Status != "disabled" || strings.Join(got[0].Hooks, ",") != "PostCluster" {
+		t.Errorf("certmanager: %+v, want one disabled built-in with hook PostCluster", got)
 	}
 	// The built-in serves the plugin protocol when marina re-executes itself.
 	if r := marina(t, home, nil, "plugin", "info", "metallb", "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"PostCluster"`) {
