@@ -30,14 +30,14 @@ func TestDescribe(t *testing.T) {
 	if d.Name != "registries" || d.Version != registries.Version {
 		t.Fatalf("Describe = %s %s", d.Name, d.Version)
 	}
-	for _, hook := range []sdk.Hook{sdk.PostUp, sdk.PreCluster, sdk.PreDestroy} {
+	for _, hook := range []sdk.Hook{sdk.PostUp, sdk.PreCluster, sdk.PostCluster, sdk.PreDestroy} {
 		if !d.Has(hook) {
 			t.Errorf("plugin does not declare %s", hook)
 		}
 	}
 	// Hooks with nothing to do are not implemented (the restart policy
 	// brings the mirrors back after marina down).
-	for _, hook := range []sdk.Hook{sdk.PreDown, sdk.PostCluster, sdk.PreClusterDelete} {
+	for _, hook := range []sdk.Hook{sdk.PreDown, sdk.PreClusterDelete} {
 		if d.Has(hook) {
 			t.Errorf("plugin declares %s, which it has no use for", hook)
 		}
