@@ -27,6 +27,25 @@ write_if_changed() {
     echo "marina: wrote $1"
 }
 
+# remove_if_present PATH: removes $root/PATH when it exists; sets changed
+# as write_if_changed does.
+remove_if_present() {
+    changed=0
+    if [ -e "$root$1" ]; then
+        rm -f "$root$1"
+        changed=1
+        echo "marina: removed $1"
+    fi
+}
+
+# restart_docker_if_active: the engine reads its environment and the trust
+# store when it starts.
+restart_docker_if_active() {
+    if systemctl is-active --quiet docker.service; then
+        systemctl restart docker.service
+    fi
+}
+
 # install_pinned NAME URL SHA256: makes /usr/local/bin/NAME the file with
 # that SHA-256, downloading it when missing or different, and refusing a
 # download whose SHA-256 differs.
@@ -81,17 +100,10 @@ fi
 # The corporate proxy: apt, the downloads below and the Docker engine (a
 # drop-in of its own, removed when the proxy goes away) go through it; the
 # lab's own addresses bypass it (NO_PROXY).
-changed=0
-if [ -e "$root/etc/systemd/system/docker.service.d/marina-proxy.conf" ]; then
-    rm -f "$root/etc/systemd/system/docker.service.d/marina-proxy.conf"
-    changed=1
-    echo "marina: removed /etc/systemd/system/docker.service.d/marina-proxy.conf"
-fi
+remove_if_present /etc/systemd/system/docker.service.d/marina-proxy.conf
 if [ "$changed" = 1 ]; then
     systemctl daemon-reload
-    if systemctl is-active --quiet docker.service; then
-        systemctl restart docker.service
-    fi
+    restart_docker_if_active
 fi
 
 # Packages: apt runs only when something is missing. The Docker engine is
@@ -115,17 +127,10 @@ fi
 # The company's CAs (trust.extraCAs) in the system trust store: the Docker
 # engine, apt and curl then accept a TLS-intercepting proxy. Removed when
 # the list empties; the engine restarts to read them.
-changed=0
-if [ -e "$root/usr/local/share/ca-certificates/marina-extra-cas.crt" ]; then
-    rm -f "$root/usr/local/share/ca-certificates/marina-extra-cas.crt"
-    changed=1
-    echo "marina: removed /usr/local/share/ca-certificates/marina-extra-cas.crt"
-fi
+remove_if_present /usr/local/share/ca-certificates/marina-extra-cas.crt
 if [ "$changed" = 1 ]; then
     update-ca-certificates
-    if systemctl is-active --quiet docker.service; then
-        systemctl restart docker.service
-    fi
+    restart_docker_if_active
 fi
 
 # What was installed, for `marina shell -- cat /var/lib/marina/versions`.
