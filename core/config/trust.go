@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -99,16 +98,8 @@ func (c *Config) ExtraCAs(home string) (CABundle, []Problem) {
 
 // unwrapPathError drops the path os errors repeat.
 func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if e, ok := err.(*os.PathError); ok {
-		pe = e
+	if pe, ok := err.(*os.PathError); ok {
 		return pe.Err
 	}
 	return err
 }
-
-// Bytes reports whether the bundle holds anything.
-func (b CABundle) Empty() bool { return len(b.PEM) == 0 }
-
-// same reports whether two bundles hold the same certificates.
-func (b CABundle) Same(o CABundle) bool { return bytes.Equal(b.PEM, o.PEM) }

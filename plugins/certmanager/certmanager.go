@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -157,7 +158,7 @@ func (*Plugin) PostCluster(ctx context.Context, req *sdk.Request) (*sdk.Result, 
 			return nil, fmt.Errorf("cluster %s: %w", cl.Name, err)
 		}
 		if err := kube.WaitFor(wctx, "ClusterIssuer "+IssuerName+" to be Ready", pollInterval, func(ctx context.Context) (bool, error) {
-			u, err := issuers.Get(ctx, IssuerName, getOptions)
+			u, err := issuers.Get(ctx, IssuerName, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}

@@ -7,7 +7,6 @@ import (
 	"path"
 	"slices"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/bcollard/marina/sdk"
@@ -34,8 +33,6 @@ func labelsAny() map[string]any {
 	}
 	return out
 }
-
-var getOptions = metav1.GetOptions{}
 
 // objects returns everything PostCluster applies: the CRDs, the controller
 // with its image set to img, the lab CA's Secret and the ClusterIssuer.
