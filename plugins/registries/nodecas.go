@@ -1,15 +1,11 @@
 package registries
 
 import (
-	"archive/tar"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
-	"github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/bcollard/marina/sdk"
@@ -28,7 +24,7 @@ type nodeCAs struct {
 }
 
 // checkNodeCAs reads extraCAsPath in every kind node on the lab's network
-// (running or not) and compares it with want (Env.ExtraCAs). A node
+// (running or not; container.Client.ReadFile) and compares it with want (Env.ExtraCAs). A node
 // carries the list its cluster was created with: the file is mounted
 // read-only from the Docker host and containerd reads it when it starts,
 // so a changed list reaches a cluster only when it is re-created.
@@ -42,14 +38,15 @@ func checkNodeCAs(ctx context.Context, c *container.Client, network, want string
 	stale, missing := map[string]bool{}, map[string]bool{}
 	for _, n := range res.Items {
 		cluster := n.Labels[kindClusterLabel]
-		have, found, err := readNodeFile(ctx, c, n.ID, extraCAsPath)
+		// A node file holds at most 1 MiB (core/kind's MaxNodeFileSize).
+		have, found, err := c.ReadFile(ctx, n.ID, extraCAsPath, 1<<20)
 		if err != nil {
 			return out, fmt.Errorf("cluster %s: %w", cluster, err)
 		}
 		switch {
 		case !found && want != "":
 			missing[cluster] = true
-		case found && have != want:
+		case found && string(have.Content) != want:
 			stale[cluster] = true
 		}
 	}
@@ -64,32 +61,6 @@ func checkNodeCAs(ctx context.Context, c *container.Client, network, want string
 	slices.Sort(out.Stale)
 	slices.Sort(out.Missing)
 	return out, nil
-}
-
-// readNodeFile reads one regular file from a container through the
-// Docker API's archive endpoint (found false when it does not exist).
-func readNodeFile(ctx context.Context, c *container.Client, id, path string) (content string, found bool, err error) {
-	r, err := c.API().CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
-	if errdefs.IsNotFound(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("read %s in node %.12s: %w", path, id, err)
-	}
-	defer r.Content.Close()
-	tr := tar.NewReader(r.Content)
-	h, err := tr.Next()
-	if err != nil {
-		return "", false, fmt.Errorf("read %s in node %.12s: %w", path, id, err)
-	}
-	if h.Typeflag != tar.TypeReg {
-		return "", false, fmt.Errorf("%s in node %.12s is not a regular file", path, id)
-	}
-	b, err := io.ReadAll(io.LimitReader(tr, 1<<20))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", false, err
-	}
-	return string(b), true, nil
 }
 
 // warnings says which clusters do not trust what trust.extraCAs lists, and

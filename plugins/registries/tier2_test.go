@@ -6,13 +6,11 @@ package registries_test
 // leaves the machine.
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -21,8 +19,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/moby/moby/client"
 
 	"github.com/bcollard/marina/plugins/registries"
 	"github.com/bcollard/marina/sdk"
@@ -351,9 +347,12 @@ func TestPostUpConverges(t *testing.T) {
 			t.Errorf("spec label %q, want a keyed hash", spec)
 		}
 		// The config file in the container holds the credentials, 0600.
-		hdr, content := readFile(t, c, a1, "/etc/distribution/config.yml")
-		if hdr.Mode&0o777 != 0o600 || !strings.Contains(content, password) || !strings.Contains(content, "username: mirror-user") {
-			t.Fatalf("config in the container: mode %o, content:\n%s", hdr.Mode&0o777, content)
+		cfgFile, found, err := c.ReadFile(context.Background(), a1, "/etc/distribution/config.yml", 1<<20)
+		if err != nil || !found {
+			t.Fatalf("config in the container: found %v, %v", found, err)
+		}
+		if content := string(cfgFile.Content); cfgFile.Mode != 0o600 || !strings.Contains(content, password) || !strings.Contains(content, "username: mirror-user") {
+			t.Fatalf("config in the container: mode %o, content:\n%s", cfgFile.Mode, content)
 		}
 		if key, err := os.Stat(filepath.Join(l.stateDir, "spec-hash.key")); err != nil || key.Mode().Perm() != 0o600 {
 			t.Fatalf("hash key file: %v, %v; want mode 0600", key, err)
@@ -477,28 +476,6 @@ func TestOutOfProcess(t *testing.T) {
 	if st := state(t, c, m.Name); st != nil {
 		t.Fatalf("mirror still exists after PreDestroy: %+v", st)
 	}
-}
-
-// readFile reads path out of container id through the archive API.
-func readFile(t *testing.T, c *container.Client, id, path string) (*tar.Header, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := c.API().CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
-	if err != nil {
-		t.Fatalf("copy %s out of %.12s: %v", path, id, err)
-	}
-	defer res.Content.Close()
-	tr := tar.NewReader(res.Content)
-	hdr, err := tr.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hdr, string(b)
 }
 
 // TestNodeCAsAfterTheListChanged (issue 25): a cluster's nodes keep the

@@ -626,6 +626,38 @@ func (c *Client) Get(ctx context.Context, name string) (*State, error) {
 	return st, nil
 }
 
+// ReadFile reads the regular file at path in container ref (a name or an
+// id; running or not, bind mounts included) through the Docker API's
+// archive endpoint: its content, permission bits and owner. found is false
+// when the container has no such path. A path that is not a regular file,
+// or a file larger than max bytes, is an error.
+func (c *Client) ReadFile(ctx context.Context, ref, path string, max int64) (f File, found bool, err error) {
+	res, err := c.api.CopyFromContainer(ctx, ref, client.CopyFromContainerOptions{SourcePath: path})
+	if cerrdefs.IsNotFound(err) {
+		return File{}, false, nil
+	}
+	if err != nil {
+		return File{}, false, fmt.Errorf("read %s in container %.12s: %w", path, ref, err)
+	}
+	defer res.Content.Close()
+	tr := tar.NewReader(res.Content)
+	hdr, err := tr.Next()
+	if err != nil {
+		return File{}, false, fmt.Errorf("read %s in container %.12s: %w", path, ref, err)
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return File{}, false, fmt.Errorf("%s in container %.12s is not a regular file", path, ref)
+	}
+	if hdr.Size > max {
+		return File{}, false, fmt.Errorf("%s in container %.12s has %d bytes, more than the %d read", path, ref, hdr.Size, max)
+	}
+	b, err := io.ReadAll(tr)
+	if err != nil {
+		return File{}, false, fmt.Errorf("read %s in container %.12s: %w", path, ref, err)
+	}
+	return File{Path: path, Content: b, Mode: hdr.Mode & 0o777, UID: hdr.Uid, GID: hdr.Gid}, true, nil
+}
+
 // List returns the containers (running or not) that carry every label in
 // labels, sorted by name.
 func (c *Client) List(ctx context.Context, labels map[string]string) ([]State, error) {

@@ -1,16 +1,12 @@
 package container_test
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/moby/moby/client"
 
 	"github.com/bcollard/marina/sdk/container"
 	"github.com/bcollard/marina/sdk/dockertest"
@@ -38,26 +34,17 @@ func connect(t *testing.T, opts ...container.Option) *container.Client {
 	return c
 }
 
-// readFile reads path out of container id through the archive API.
-func readFile(t *testing.T, c *container.Client, id, path string) (*tar.Header, string) {
+// readFile reads path out of container id (Client.ReadFile), failing t
+// when it is not there.
+func readFile(t *testing.T, c *container.Client, id, path string) container.File {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.API().CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
-	if err != nil {
-		t.Fatalf("copy %s out of %.12s: %v", path, id, err)
+	f, found, err := c.ReadFile(ctx, id, path, 1<<20)
+	if err != nil || !found {
+		t.Fatalf("read %s in %.12s: found %v, %v", path, id, found, err)
 	}
-	defer res.Content.Close()
-	tr := tar.NewReader(res.Content)
-	hdr, err := tr.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hdr, string(b)
+	return f
 }
 
 // TestEnsureConverges drives one container through every path of Ensure
@@ -99,9 +86,9 @@ func TestEnsureConverges(t *testing.T) {
 	if got := dockertest.Docker(t, "inspect", "--format", "{{.HostConfig.RestartPolicy.Name}}", name); got != "always" {
 		t.Fatalf("restart policy = %q, want always", got)
 	}
-	hdr, content := readFile(t, c, first.ID, "/etc/marina/secret.yml")
-	if content != "password: one\n" || hdr.Mode&0o777 != 0o600 {
-		t.Fatalf("file in container: mode %o content %q, want 0600 %q", hdr.Mode&0o777, content, "password: one\n")
+	f := readFile(t, c, first.ID, "/etc/marina/secret.yml")
+	if string(f.Content) != "password: one\n" || f.Mode != 0o600 {
+		t.Fatalf("file in container: mode %o content %q, want 0600 %q", f.Mode, f.Content, "password: one\n")
 	}
 	if inspect := dockertest.Docker(t, "inspect", name); strings.Contains(inspect, "password") {
 		t.Fatalf("docker inspect shows the file's content:\n%s", inspect)
@@ -141,7 +128,7 @@ func TestEnsureConverges(t *testing.T) {
 	if changed.Spec == again.Spec || changed.Spec != dockertest.Docker(t, "inspect", "--format", `{{index .Config.Labels "`+container.LabelSpec+`"}}`, name) {
 		t.Fatalf("Spec after a file change = %q (was %q), want the new container's spec label", changed.Spec, again.Spec)
 	}
-	if _, content := readFile(t, c, changed.ID, "/etc/marina/secret.yml"); content != "password: two\n" {
+	if content := string(readFile(t, c, changed.ID, "/etc/marina/secret.yml").Content); content != "password: two\n" {
 		t.Fatalf("file after recreate = %q", content)
 	}
 
@@ -227,5 +214,34 @@ func TestConnectUnreachable(t *testing.T) {
 	_, err := container.Connect(ctx, "unix:///nonexistent/docker.sock")
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/docker.sock") {
 		t.Fatalf("Connect to a missing socket: %v, want an error naming it", err)
+	}
+}
+
+// TestReadFile: a file's content, mode and owner; a missing path is not
+// found (no error); a directory or a file above the bound is an error.
+func TestReadFile(t *testing.T) {
+	img := dockertest.Image(t, "etcd")
+	c := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := uniqueName("marina-ct-read")
+	dockertest.Cleanup(t, []string{name}, nil)
+	spec := container.Spec{Name: name, Image: img, Labels: dockertest.Labels(t), Cmd: []string{"--data-dir", "/data"},
+		Files: []container.File{{Path: "/etc/marina/a.pem", Content: []byte("0123456789"), Mode: 0o640, UID: 7, GID: 8}}}
+	if _, err := c.Ensure(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	f, found, err := c.ReadFile(ctx, name, "/etc/marina/a.pem", 10)
+	if err != nil || !found || string(f.Content) != "0123456789" || f.Mode != 0o640 || f.UID != 7 || f.GID != 8 || f.Path != "/etc/marina/a.pem" {
+		t.Errorf("ReadFile = %+v, %v, %v", f, found, err)
+	}
+	if _, found, err := c.ReadFile(ctx, name, "/etc/marina/none.pem", 10); err != nil || found {
+		t.Errorf("a missing file: found %v, %v; want not found, no error", found, err)
+	}
+	if _, _, err := c.ReadFile(ctx, name, "/etc/marina/a.pem", 9); err == nil || !strings.Contains(err.Error(), "has 10 bytes, more than the 9 read") {
+		t.Errorf("a file above the bound = %v", err)
+	}
+	if _, _, err := c.ReadFile(ctx, name, "/etc/marina", 1<<20); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("a directory = %v", err)
 	}
 }
