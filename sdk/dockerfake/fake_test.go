@@ -345,3 +345,26 @@ func TestForeignAndList(t *testing.T) {
 		t.Fatalf("List(group=none) = %+v, %v", got, err)
 	}
 }
+
+// TestReadFileFromTheFake: container.Client.ReadFile reads back the files
+// Ensure copied in (content, mode), and a missing path is not found.
+func TestReadFileFromTheFake(t *testing.T) {
+	eng := dockerfake.Start(t, dockerfake.WithImages("quay.io/acme/cache:v1"))
+	ctx := context.Background()
+	c, err := container.Connect(ctx, eng.Host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Ensure(ctx, container.Spec{Name: "cache", Image: "quay.io/acme/cache:v1",
+		Files: []container.File{{Path: "/etc/cache/ca.pem", Content: []byte("PEM"), Mode: 0o600}}}); err != nil {
+		t.Fatal(err)
+	}
+	f, found, err := c.ReadFile(ctx, "cache", "/etc/cache/ca.pem", 1<<10)
+	if err != nil || !found || string(f.Content) != "PEM" || f.Mode != 0o600 {
+		t.Errorf("ReadFile = %+v, %v, %v", f, found, err)
+	}
+	if _, found, err := c.ReadFile(ctx, "cache", "/etc/cache/none.pem", 1<<10); err != nil || found {
+		t.Errorf("a missing file: found %v, %v", found, err)
+	}
+}
